@@ -1,0 +1,30 @@
+//! # mlagents-rs
+//!
+//! Train, export and run Unity ML-Agents policies without the Python stack.
+//!
+//! ```text
+//!  Unity build / Editor / mlagents-sim      (gRPC client: the Unity side)
+//!             │  UnityToExternalProto/Exchange  (proto/, API 1.5.0)
+//!             ▼
+//!    comm  ──►  env (UnityEnvironment: reset/step/specs/side channels, VecEnv)
+//!             │
+//!             ├──► train (PPO)  ──► export (ONNX / .nn)  ──► run (tract)
+//! ```
+//!
+//! Modules:
+//! - [`spec`]: the contract ML-Agents and Unity agree on (behavior specs, names, versions).
+//! - [`comm`]: the gRPC server (our side), handshake, version rule, side channels, conversions.
+//! - [`env`]: a scriptable environment API like `mlagents_envs.UnityEnvironment`, process
+//!   launching and supervision, and [`env::VecEnv`].
+//! - [`sim`]: stand-in Unity scenes that speak the Unity side of the protocol.
+
+pub mod comm;
+pub mod env;
+pub mod sim;
+pub mod spec;
+
+/// The generated ML-Agents communicator messages (package `communicator_objects`).
+pub mod proto {
+    #![allow(missing_docs, clippy::all)]
+    tonic::include_proto!("communicator_objects");
+}

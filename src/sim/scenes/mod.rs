@@ -1,0 +1,87 @@
+//! The stand-in scenes and their names (`--scene NAME`).
+
+mod ball3d;
+mod basic;
+mod gridworld;
+mod race;
+mod simple;
+
+pub use ball3d::Ball3D;
+pub use basic::Basic;
+pub use gridworld::GridWorld;
+pub use race::Race;
+pub use simple::{SimpleConfig, SimpleScene, SUCCESS_REWARD, TIME_PENALTY};
+
+use super::scene::Scene;
+
+/// A scene name with a one-line description.
+pub struct SceneInfo {
+    pub name: &'static str,
+    pub description: &'static str,
+}
+
+/// Every scene, in the order `--scene list` prints them.
+pub const SCENES: &[SceneInfo] = &[
+    SceneInfo { name: "Basic", description: "Unity example: 1-D one-hot position, goals at 7 (+0.1) and 17 (+1)" },
+    SceneInfo { name: "3DBall", description: "Unity example: 12 platforms balancing a ball, 8 observations, 2 continuous actions" },
+    SceneInfo { name: "3DBallHard", description: "Unity example: 3DBall without velocity, 9 stacked observations of 5" },
+    SceneInfo { name: "GridWorld", description: "Unity example (0.17): 9 grids, 64x84 RGB camera (PNG), 5 masked discrete actions" },
+    SceneInfo { name: "GridWorldVector", description: "GridWorld observed as 6 coordinates instead of a camera" },
+    SceneInfo { name: "Simple1DDiscrete", description: "test suite SimpleEnvironment, 1 branch of 2, step 0.2" },
+    SceneInfo { name: "Simple1DContinuous", description: "test suite SimpleEnvironment, 1 continuous action, step 0.2" },
+    SceneInfo { name: "Simple2DDiscrete", description: "test suite SimpleEnvironment, 2 branches of 2, step 0.8" },
+    SceneInfo { name: "Simple2DContinuous", description: "test suite SimpleEnvironment, 2 continuous actions, step 0.8" },
+    SceneInfo { name: "SimpleHybrid", description: "test suite SimpleEnvironment, 1 continuous + 1 branch, step 0.8" },
+    SceneInfo { name: "SimpleHybrid2x2", description: "test suite SimpleEnvironment, 2 continuous + 2 branches, step 0.8" },
+    SceneInfo { name: "SimpleVisualDiscrete", description: "test suite SimpleEnvironment, one 20x20x3 image, 1 branch of 2" },
+    SceneInfo { name: "SimpleVisualContinuous", description: "test suite SimpleEnvironment, one 20x20x3 image, 1 continuous action" },
+    SceneInfo { name: "Memory1DDiscrete", description: "test suite MemoryEnvironment (goal shown 3 steps), 1 branch of 2" },
+    SceneInfo { name: "Memory1DContinuous", description: "test suite MemoryEnvironment (goal shown 3 steps), 1 continuous action" },
+    SceneInfo { name: "MultiAgentGroup", description: "test suite MultiAgentEnvironment: 2 agents in group 1, group reward" },
+    SceneInfo { name: "Ghost1D", description: "test suite ghost scene: `1D?team=0` and `1D?team=1`, 1 branch of 2" },
+    SceneInfo { name: "AsymmetricGhost1D", description: "test suite asymmetric ghost scene: `1D?team=0` and `1DOpp?team=1`" },
+    SceneInfo { name: "Race", description: "competitive, symmetric: `Race?team=0` vs `Race?team=1`, first to the goal wins" },
+    SceneInfo { name: "RaceAsymmetric", description: "competitive, 2 vs 1: `RaceDuo?team=0` (group) vs a faster `RaceSolo?team=1`" },
+];
+
+/// Builds a scene by name.
+pub fn build(name: &str) -> Option<Box<dyn Scene>> {
+    let simple = |c: usize, d: usize, step: f32| SimpleConfig { step_size: step, ..SimpleConfig::new(c, d) };
+    let scene: Box<dyn Scene> = match name {
+        "Basic" => Box::new(Basic::new()),
+        "3DBall" => Box::new(Ball3D::new(false)),
+        "3DBallHard" => Box::new(Ball3D::new(true)),
+        "GridWorld" => Box::new(GridWorld::new(true)),
+        "GridWorldVector" => Box::new(GridWorld::new(false)),
+        "Simple1DDiscrete" => Box::new(SimpleScene::new(simple(0, 1, 0.2))),
+        "Simple1DContinuous" => Box::new(SimpleScene::new(simple(1, 0, 0.2))),
+        "Simple2DDiscrete" => Box::new(SimpleScene::new(simple(0, 2, 0.8))),
+        "Simple2DContinuous" => Box::new(SimpleScene::new(simple(2, 0, 0.8))),
+        "SimpleHybrid" => Box::new(SimpleScene::new(simple(1, 1, 0.8))),
+        "SimpleHybrid2x2" => Box::new(SimpleScene::new(simple(2, 2, 0.8))),
+        "SimpleVisualDiscrete" | "SimpleVisualContinuous" => {
+            let (c, d) = if name.ends_with("Discrete") { (0, 1) } else { (1, 0) };
+            Box::new(SimpleScene::new(SimpleConfig { num_vector: 0, num_visual: 1, ..simple(c, d, 0.2) }))
+        }
+        "Memory1DDiscrete" => Box::new(SimpleScene::new(SimpleConfig { memory: true, ..simple(0, 1, 0.2) })),
+        "Memory1DContinuous" => Box::new(SimpleScene::new(SimpleConfig { memory: true, ..simple(1, 0, 0.2) })),
+        "MultiAgentGroup" => Box::new(SimpleScene::new(SimpleConfig { group_size: 2, ..simple(1, 0, 0.2) })),
+        "Ghost1D" => Box::new(SimpleScene::new(SimpleConfig {
+            behaviors: vec!["1D?team=0".into(), "1D?team=1".into()],
+            ..simple(0, 1, 0.2)
+        })),
+        "AsymmetricGhost1D" => Box::new(SimpleScene::new(SimpleConfig {
+            behaviors: vec!["1D?team=0".into(), "1DOpp?team=1".into()],
+            ..simple(0, 1, 0.2)
+        })),
+        "Race" => Box::new(Race::symmetric()),
+        "RaceAsymmetric" => Box::new(Race::asymmetric()),
+        _ => return None,
+    };
+    Some(scene)
+}
+
+/// The scene names.
+pub fn names() -> Vec<&'static str> {
+    SCENES.iter().map(|s| s.name).collect()
+}

@@ -1,0 +1,187 @@
+//! Behavior specs: what observations an agent sends and what actions it takes.
+//! Mirrors `mlagents_envs.base_env.BehaviorSpec` / `ActionSpec` / `ObservationSpec`.
+
+use serde::Serialize;
+use std::fmt;
+
+/// Per-dimension flags of an observation (`DimensionPropertyProto` values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum DimensionProperty {
+    Unspecified,
+    None,
+    TranslationalEquivariance,
+    VariableSize,
+}
+
+impl DimensionProperty {
+    /// The wire value (flags: 0, 1, 2, 4).
+    pub fn to_wire(self) -> i32 {
+        match self {
+            Self::Unspecified => 0,
+            Self::None => 1,
+            Self::TranslationalEquivariance => 2,
+            Self::VariableSize => 4,
+        }
+    }
+
+    /// Reads a wire value; unknown flags are kept as `Unspecified`.
+    pub fn from_wire(v: i32) -> Self {
+        match v {
+            1 => Self::None,
+            2 => Self::TranslationalEquivariance,
+            4 => Self::VariableSize,
+            _ => Self::Unspecified,
+        }
+    }
+}
+
+/// Whether an observation is an ordinary input or a goal signal (`ObservationTypeProto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ObservationType {
+    Default,
+    GoalSignal,
+}
+
+/// Shape and meaning of one observation (one sensor), without the batch dimension.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ObservationSpec {
+    pub shape: Vec<usize>,
+    pub dimension_properties: Vec<DimensionProperty>,
+    pub observation_type: ObservationType,
+    pub name: String,
+}
+
+impl ObservationSpec {
+    /// A rank-1 vector observation as Unity's `VectorSensor` reports it.
+    pub fn vector(size: usize, name: &str) -> Self {
+        Self {
+            shape: vec![size],
+            dimension_properties: vec![DimensionProperty::None],
+            observation_type: ObservationType::Default,
+            name: name.into(),
+        }
+    }
+
+    /// A visual observation in Unity <= 2.x layout: `[height, width, channels]`.
+    pub fn visual_hwc(height: usize, width: usize, channels: usize, name: &str) -> Self {
+        Self {
+            shape: vec![height, width, channels],
+            dimension_properties: vec![
+                DimensionProperty::TranslationalEquivariance,
+                DimensionProperty::TranslationalEquivariance,
+                DimensionProperty::None,
+            ],
+            observation_type: ObservationType::Default,
+            name: name.into(),
+        }
+    }
+
+    /// Number of floats in one agent's observation.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// True for a zero-sized observation.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The action space of a behavior: continuous actions plus discrete branches.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct ActionSpec {
+    pub continuous_size: usize,
+    pub discrete_branches: Vec<usize>,
+}
+
+impl ActionSpec {
+    pub fn continuous(size: usize) -> Self {
+        Self { continuous_size: size, discrete_branches: vec![] }
+    }
+
+    pub fn discrete(branches: &[usize]) -> Self {
+        Self { continuous_size: 0, discrete_branches: branches.to_vec() }
+    }
+
+    pub fn hybrid(continuous: usize, branches: &[usize]) -> Self {
+        Self { continuous_size: continuous, discrete_branches: branches.to_vec() }
+    }
+
+    /// Number of discrete branches.
+    pub fn discrete_size(&self) -> usize {
+        self.discrete_branches.len()
+    }
+
+    /// Length of an action mask: the sum of the branch sizes.
+    pub fn mask_len(&self) -> usize {
+        self.discrete_branches.iter().sum()
+    }
+
+    pub fn is_hybrid(&self) -> bool {
+        self.continuous_size > 0 && !self.discrete_branches.is_empty()
+    }
+}
+
+impl fmt::Display for ActionSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "continuous {}, discrete branches {:?}", self.continuous_size, self.discrete_branches)
+    }
+}
+
+/// Everything a trainer needs to know about a behavior.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BehaviorSpec {
+    pub observation_specs: Vec<ObservationSpec>,
+    pub action_spec: ActionSpec,
+}
+
+/// A fully qualified behavior name `Name?team=N`, parsed as ML-Agents parses it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BehaviorName {
+    pub name: String,
+    pub team_id: i32,
+}
+
+impl BehaviorName {
+    /// Splits `Name?team=N`; a missing or unparsable team means team 0.
+    pub fn parse(full: &str) -> Self {
+        match full.split_once('?') {
+            None => Self { name: full.into(), team_id: 0 },
+            Some((name, query)) => {
+                let team_id = query
+                    .split('&')
+                    .filter_map(|kv| kv.split_once('='))
+                    .find(|(k, _)| *k == "team")
+                    .and_then(|(_, v)| v.parse().ok())
+                    .unwrap_or(0);
+                Self { name: name.into(), team_id }
+            }
+        }
+    }
+
+    /// The fully qualified name Unity uses on the wire.
+    pub fn fully_qualified(&self) -> String {
+        format!("{}?team={}", self.name, self.team_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn behavior_names_parse_like_mlagents() {
+        assert_eq!(BehaviorName::parse("Walker?team=1"), BehaviorName { name: "Walker".into(), team_id: 1 });
+        assert_eq!(BehaviorName::parse("Basic").team_id, 0);
+        assert_eq!(BehaviorName::parse("A?team=x").team_id, 0);
+        assert_eq!(BehaviorName::parse("A?team=0").fully_qualified(), "A?team=0");
+    }
+
+    #[test]
+    fn action_spec_sizes() {
+        let a = ActionSpec::hybrid(2, &[3, 2]);
+        assert_eq!(a.mask_len(), 5);
+        assert_eq!(a.discrete_size(), 2);
+        assert!(a.is_hybrid());
+    }
+}
