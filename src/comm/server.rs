@@ -143,7 +143,7 @@ impl Server {
                 let result = tonic::transport::Server::builder()
                     .layer(report)
                     .add_service(service)
-                    .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(listener), async {
+                    .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)), async {
                         let _ = stop_rx.await;
                     })
                     .await;

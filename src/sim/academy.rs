@@ -6,9 +6,10 @@ use super::scene::{Encoding, Scene, SceneContext};
 use crate::comm::convert;
 use crate::comm::observation::{float_observation, png_observation};
 use crate::comm::side_channel::{
-    lock, shared, EngineConfigurationChannel, EnvironmentParametersChannel, FloatPropertiesChannel, ParameterValue,
-    RawBytesChannel, SideChannelManager, StatsSideChannel,
+    lock, shared, EngineConfig, EngineConfigurationChannel, EnvironmentParametersChannel, FloatPropertiesChannel,
+    ParameterValue, RawBytesChannel, Sampler, SideChannelManager, StatsAggregation, StatsSideChannel,
 };
+use std::sync::Mutex;
 use crate::proto::unity_rl_output_proto::ListAgentInfoProto;
 use crate::proto::{
     AgentInfoProto, HeaderProto, UnityMessageProto, UnityOutputProto, UnityRlCapabilitiesProto,
@@ -187,7 +188,8 @@ impl UnityClient {
         for address in addresses {
             let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
                 .map_err(|e| err(e.to_string()))?
-                .connect_timeout(Duration::from_secs(5));
+                .connect_timeout(Duration::from_secs(5))
+                .tcp_nodelay(true);
             match runtime.block_on(endpoint.connect()) {
                 Ok(channel) => {
                     let grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(256 << 20);
@@ -298,7 +300,7 @@ pub fn run(mut scene: Box<dyn Scene>, options: SimOptions) -> Result<SimExit, Si
         echo.clone(),
     ])
     .map_err(SimError::Protocol)?;
-    let mut ctx = SceneContext::new(agent_defs.len(), ChaCha8Rng::seed_from_u64(seed), parameters.clone(), stats);
+    let mut ctx = SceneContext::new(agent_defs.len(), ChaCha8Rng::seed_from_u64(seed), parameters.clone(), stats.clone());
     let mut agents: Vec<AgentState> =
         (0..agent_defs.len()).map(|i| AgentState { id: i as i32, step_count: 0, last_action: None }).collect();
     let mut next_id = agent_defs.len() as i32;
@@ -307,20 +309,25 @@ pub fn run(mut scene: Box<dyn Scene>, options: SimOptions) -> Result<SimExit, Si
     let mut exchanges: u64 = 0;
     let mut pending_reply = second.unity_input.and_then(|i| i.rl_input);
 
-    let apply_side_channels = |channels: &mut SideChannelManager, bytes: &[u8]| {
+    let mut reported_parameters = BTreeMap::new();
+    let mut reported_engine = EngineConfig::default();
+    let mut apply_side_channels = |channels: &mut SideChannelManager, bytes: &[u8]| {
         if let Err(e) = channels.process_incoming(bytes) {
             log::warn!("side channels from the trainer: {e}");
         }
-        // Unity 0.15 took reset parameters on the float-properties channel.
-        let props = lock(&float_properties);
-        for key in props.list_properties() {
-            if let Some(v) = props.get_property(&key) {
-                lock(&parameters).receive(&key, ParameterValue::Float(v));
+        if unity_api.major == 0 {
+            // Unity 0.15 took reset parameters on the float-properties channel.
+            let props = lock(&float_properties);
+            for key in props.list_properties() {
+                if let Some(v) = props.get_property(&key) {
+                    lock(&parameters).receive(&key, ParameterValue::Float(v));
+                }
             }
         }
         for message in lock(&echo).take_received() {
             lock(&echo).send_raw_data(message);
         }
+        report_received_settings(&parameters, &engine, &stats, &mut reported_parameters, &mut reported_engine);
     };
 
     let mut academy_step: u64 = 0;
@@ -564,6 +571,53 @@ fn apply_fault(fault: Option<Fault>, output: &mut UnityRlOutputProto) {
             output.side_channel.extend_from_slice(&[1, 2, 3, 4, 5]);
         }
         _ => {}
+    }
+}
+
+/// Reports, as stats, the environment parameters and engine settings that changed, so the
+/// trainer side can see what the scene received (`Sim/Parameter/<key>`: the float value, or
+/// a sampler's mean; `Sim/Engine/<setting>`).
+fn report_received_settings(
+    parameters: &Mutex<EnvironmentParametersChannel>,
+    engine: &Mutex<EngineConfigurationChannel>,
+    stats: &Mutex<StatsSideChannel>,
+    reported_parameters: &mut BTreeMap<String, ParameterValue>,
+    reported_engine: &mut EngineConfig,
+) {
+    let mut stats = lock(stats);
+    for (key, value) in lock(parameters).received() {
+        if reported_parameters.get(&key) == Some(&value) {
+            continue;
+        }
+        let mean = match &value {
+            ParameterValue::Float(v) => *v,
+            ParameterValue::Sampled { sampler, .. } => match sampler {
+                Sampler::Uniform { min, max } => (min + max) / 2.0,
+                Sampler::Gaussian { mean, .. } => *mean,
+                Sampler::MultiRangeUniform { intervals } => {
+                    intervals.iter().map(|(a, b)| (a + b) / 2.0).sum::<f32>() / intervals.len().max(1) as f32
+                }
+            },
+        };
+        stats.add(&format!("Sim/Parameter/{key}"), mean, StatsAggregation::MostRecent);
+        reported_parameters.insert(key, value);
+    }
+    let received = lock(engine).received();
+    if received != *reported_engine {
+        let settings = [
+            ("Width", received.width.map(|v| v as f32)),
+            ("Height", received.height.map(|v| v as f32)),
+            ("Quality Level", received.quality_level.map(|v| v as f32)),
+            ("Time Scale", received.time_scale),
+            ("Target Frame Rate", received.target_frame_rate.map(|v| v as f32)),
+            ("Capture Frame Rate", received.capture_frame_rate.map(|v| v as f32)),
+        ];
+        for (name, value) in settings {
+            if let Some(v) = value {
+                stats.add(&format!("Sim/Engine/{name}"), v, StatsAggregation::MostRecent);
+            }
+        }
+        *reported_engine = received;
     }
 }
 

@@ -14,6 +14,8 @@ const AGENTS: usize = 12;
 const DT: f32 = 0.02;
 const HALF_SIZE: f32 = 2.5;
 const BALL_RADIUS: f32 = 0.5;
+/// PhysX's default contact offset: contact starts this close to the surface.
+const CONTACT_OFFSET: f32 = 0.01;
 const MAX_STEP: u32 = 5000;
 const DECISION_PERIOD: u32 = 5;
 /// 3DBallHard stacks this many decisions of 5 features.
@@ -60,10 +62,11 @@ impl Ball3D {
     fn step_ball(&self, a: &mut Area) {
         let gravity = Vec3::new(0.0, -self.gravity, 0.0);
         a.velocity = a.velocity + gravity * DT;
+        a.ball = a.ball + a.velocity * DT;
         let local = a.rotation.conjugate().rotate(a.ball);
         let r = self.radius();
-        let on_top = local.x.abs() <= HALF_SIZE && local.z.abs() <= HALF_SIZE && local.y >= 0.0;
-        if on_top && local.y <= HALF_SIZE + r {
+        let over_face = local.x.abs() <= HALF_SIZE && local.z.abs() <= HALF_SIZE && local.y >= 0.0;
+        if over_face && local.y <= HALF_SIZE + r + CONTACT_OFFSET {
             let normal = a.rotation.rotate(Vec3::new(0.0, 1.0, 0.0));
             let into = a.velocity.dot(normal);
             if into < 0.0 {
@@ -74,10 +77,10 @@ impl Ball3D {
             let tangential = gravity - normal * gravity.dot(normal);
             a.velocity = a.velocity - tangential * (2.0 / 7.0 * DT);
             // Depenetrate: the ball rests on the face.
-            let corrected = Vec3::new(local.x, HALF_SIZE + r, local.z);
-            a.ball = a.rotation.rotate(corrected);
+            if local.y < HALF_SIZE + r {
+                a.ball = a.rotation.rotate(Vec3::new(local.x, HALF_SIZE + r, local.z));
+            }
         }
-        a.ball = a.ball + a.velocity * DT;
     }
 
     fn features(a: &Area) -> [f32; 5] {
