@@ -73,12 +73,10 @@ impl Communicator {
             .unity_output
             .and_then(|o| o.rl_initialization_output)
             .ok_or_else(|| CommError::Protocol { port, detail: "first call has no initialization output".into() })?;
-        let agreement = match handshake::agree(&init.communication_version, &init.package_version) {
-            Ok(a) => a,
-            Err(e) => {
-                self.close();
-                return Err(e.into());
-            }
+        let agreement = handshake::agree(&init.communication_version, &init.package_version);
+        let (communication_version, package_version) = match &agreement {
+            Ok(a) => (a.communication_version.clone(), a.package_version.clone()),
+            Err(_) => (crate::spec::COMMUNICATION_API_VERSION.into(), crate::spec::PACKAGE_VERSION.into()),
         };
         let reply = UnityMessageProto {
             header: Some(ok_header()),
@@ -87,16 +85,25 @@ impl Communicator {
                 rl_input: None,
                 rl_initialization_input: Some(UnityRlInitializationInputProto {
                     seed,
-                    communication_version: agreement.communication_version.clone(),
-                    package_version: agreement.package_version.clone(),
+                    communication_version,
+                    package_version,
                     capabilities: Some(handshake::our_capabilities()),
                     num_areas,
                 }),
             }),
         };
         self.answer(reply);
-        self.wait_next(alive)?;
-        Ok((init, agreement))
+        match agreement {
+            Ok(agreement) => {
+                self.wait_next(alive)?;
+                Ok((init, agreement))
+            }
+            Err(e) => {
+                // As mlagents_envs: answer Unity's second call with status 400.
+                self.close_with_grace(self.timeout.min(Duration::from_secs(5)));
+                Err(e.into())
+            }
+        }
     }
 
     /// Answers the held call with `input` and waits for Unity's next output.

@@ -68,8 +68,9 @@ pub struct EnvOptions {
     pub env: Option<String>,
     /// Worker index: the environment listens on `base_port + worker_id`.
     pub worker_id: u32,
-    /// First port (`--base-port`); 0 picks a free port (worker_id is then ignored).
-    pub base_port: u16,
+    /// First port (`--base-port`): by default 5005 for executables and 5004 for the Editor;
+    /// 0 picks a free port (worker_id is then ignored).
+    pub base_port: Option<u16>,
     /// Seed sent in the handshake (Unity calls `Random.InitState(seed)`).
     pub seed: i32,
     /// Pass `-nographics -batchmode`.
@@ -97,7 +98,7 @@ impl Default for EnvOptions {
         Self {
             env: None,
             worker_id: 0,
-            base_port: BASE_ENVIRONMENT_PORT,
+            base_port: None,
             seed: 0,
             no_graphics: true,
             timeout_wait: Duration::from_secs(DEFAULT_TIMEOUT_WAIT_SECS),
@@ -109,6 +110,62 @@ impl Default for EnvOptions {
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             debug_output: false,
         }
+    }
+}
+
+/// An environment listened for (and launched) but not connected yet; see
+/// [`UnityEnvironment::listen`].
+pub struct PendingEnvironment {
+    comm: Communicator,
+    process: Option<EnvProcess>,
+    side_channels: SideChannelManager,
+    seed: i32,
+    num_areas: i32,
+    timeout: Duration,
+}
+
+impl PendingEnvironment {
+    /// The port listened on.
+    pub fn port(&self) -> u16 {
+        self.comm.port()
+    }
+
+    /// Waits for the environment and runs the handshake. On failure the process is killed.
+    pub fn handshake(self) -> Result<UnityEnvironment, EnvError> {
+        let Self { mut comm, mut process, side_channels, seed, num_areas, timeout } = self;
+        let port = comm.port();
+        let mut alive = liveness(&mut process);
+        let handshake = comm.handshake(seed, num_areas, &mut alive);
+        drop(alive);
+        let (init, agreement) = match handshake {
+            Ok(ok) => ok,
+            Err(e) => {
+                comm.close();
+                if let Some(p) = process.as_mut() {
+                    p.kill();
+                }
+                return Err(contextualize(e, port, "handshake"));
+            }
+        };
+        log::info!(
+            "connected to {} (communication API {}, package {}) on port {port}",
+            init.name,
+            init.communication_version,
+            init.package_version
+        );
+        Ok(UnityEnvironment {
+            comm,
+            process,
+            side_channels,
+            agreement,
+            academy_name: init.name,
+            specs: BTreeMap::new(),
+            steps: BTreeMap::new(),
+            actions: BTreeMap::new(),
+            needs_reset: true,
+            closed: false,
+            timeout,
+        })
     }
 }
 
@@ -130,31 +187,40 @@ pub struct UnityEnvironment {
 impl UnityEnvironment {
     /// Listens, launches the environment (or waits for the Editor), and runs the handshake.
     pub fn new(options: EnvOptions) -> Result<Self, EnvError> {
+        Self::listen(options)?.handshake()
+    }
+
+    /// First half of [`UnityEnvironment::new`]: listens and launches the environment (if
+    /// any), without waiting for it. Useful to learn the port when `base_port` is 0.
+    pub fn listen(options: EnvOptions) -> Result<PendingEnvironment, EnvError> {
         let target = EnvTarget::parse(options.env.as_deref());
-        let port = match target {
-            EnvTarget::Editor => {
-                if options.worker_id != 0 {
-                    return Err(EnvError::Options("the Editor is a single environment: worker_id must be 0".into()));
-                }
-                DEFAULT_EDITOR_PORT
-            }
-            _ if options.base_port == 0 => 0,
-            _ => options.base_port.checked_add(options.worker_id as u16).ok_or_else(|| {
-                EnvError::Options(format!("port {} + worker {} is over 65535", options.base_port, options.worker_id))
-            })?,
+        let base_port = options.base_port.unwrap_or(match target {
+            EnvTarget::Editor => DEFAULT_EDITOR_PORT,
+            _ => BASE_ENVIRONMENT_PORT,
+        });
+        if target == EnvTarget::Editor && options.worker_id != 0 {
+            return Err(EnvError::Options("the Editor is a single environment: worker_id must be 0".into()));
+        }
+        let port = if base_port == 0 {
+            0
+        } else {
+            base_port.checked_add(options.worker_id as u16).ok_or_else(|| {
+                EnvError::Options(format!("port {base_port} + worker {} is over 65535", options.worker_id))
+            })?
         };
         let side_channels = SideChannelManager::new(options.side_channels).map_err(EnvError::Options)?;
-        let mut comm = Communicator::listen(&options.bind, port, options.max_message_size, options.timeout_wait)?;
+        let comm = Communicator::listen(&options.bind, port, options.max_message_size, options.timeout_wait)?;
         let port = comm.port();
-        let mut process = match &target {
+        let process = match &target {
             EnvTarget::Editor => {
                 log::info!("listening on port {port}: press Play in the Unity Editor");
                 None
             }
-            EnvTarget::Executable(name) | EnvTarget::Sim(name) => {
+            EnvTarget::Executable(_) | EnvTarget::Sim(_) => {
                 let (program, mut extra) = match &target {
                     EnvTarget::Sim(scene) => (find_sim_binary()?, vec!["--scene".to_string(), scene.clone()]),
-                    _ => (resolve_executable(name)?, vec![]),
+                    EnvTarget::Executable(name) => (resolve_executable(name)?, vec![]),
+                    EnvTarget::Editor => unreachable!("handled above"),
                 };
                 extra.extend(options.additional_args.iter().cloned());
                 if let Some(folder) = &options.log_folder {
@@ -166,37 +232,12 @@ impl UnityEnvironment {
                 Some(EnvProcess::spawn(&program, &args, options.debug_output, log_file)?)
             }
         };
-        let mut alive = liveness(&mut process);
-        let handshake = comm.handshake(options.seed, options.num_areas, &mut alive);
-        let (init, agreement) = match handshake {
-            Ok(ok) => ok,
-            Err(e) => {
-                drop(alive);
-                comm.close();
-                if let Some(p) = process.as_mut() {
-                    p.kill();
-                }
-                return Err(contextualize(e, port, "handshake"));
-            }
-        };
-        drop(alive);
-        log::info!(
-            "connected to {} (communication API {}, package {}) on port {port}",
-            init.name,
-            init.communication_version,
-            init.package_version
-        );
-        Ok(Self {
+        Ok(PendingEnvironment {
             comm,
             process,
             side_channels,
-            agreement,
-            academy_name: init.name,
-            specs: BTreeMap::new(),
-            steps: BTreeMap::new(),
-            actions: BTreeMap::new(),
-            needs_reset: true,
-            closed: false,
+            seed: options.seed,
+            num_areas: options.num_areas,
             timeout: options.timeout_wait,
         })
     }

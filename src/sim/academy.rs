@@ -324,7 +324,8 @@ pub fn run(mut scene: Box<dyn Scene>, options: SimOptions) -> Result<SimExit, Si
                 }
             }
         }
-        for message in lock(&echo).take_received() {
+        let received = lock(&echo).take_received();
+        for message in received {
             lock(&echo).send_raw_data(message);
         }
         report_received_settings(&parameters, &engine, &stats, &mut reported_parameters, &mut reported_engine);

@@ -8,7 +8,7 @@ use std::time::Duration;
 pub fn sim_options(scene: &str) -> EnvOptions {
     EnvOptions {
         env: Some(format!("sim:{scene}")),
-        base_port: 0,
+        base_port: Some(0),
         seed: 7,
         timeout_wait: Duration::from_secs(30),
         ..Default::default()
