@@ -46,6 +46,8 @@ pub enum EnvError {
     ProcessExited { port: u16, during: String, detail: String },
     #[error("cannot find {name}; tried: {}", tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
     ExecutableNotFound { name: String, tried: Vec<PathBuf> },
+    #[error("cannot find the stand-in scenes binary mlagents-sim; tried: {}. Build it (`cargo build --release --bin mlagents-sim`), put it on PATH, or set MLAGENTS_SIM", tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
+    SimNotFound { tried: Vec<PathBuf> },
     #[error("cannot start {program}: {source}")]
     Launch { program: PathBuf, source: std::io::Error },
     #[error("no behavior named {name:?}; the environment has: {known:?}")]

@@ -79,7 +79,7 @@ pub fn find_sim_binary() -> Result<PathBuf, EnvError> {
         }
     }
     tried.push(PathBuf::from("mlagents-sim on PATH"));
-    Err(EnvError::ExecutableNotFound { name: "mlagents-sim".into(), tried })
+    Err(EnvError::SimNotFound { tried })
 }
 
 /// The argument list mlagents_envs passes a player (protocol.md §6), in its order.

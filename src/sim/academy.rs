@@ -7,7 +7,7 @@ use crate::comm::convert;
 use crate::comm::observation::{float_observation, png_observation};
 use crate::comm::side_channel::{
     lock, shared, EngineConfig, EngineConfigurationChannel, EnvironmentParametersChannel, FloatPropertiesChannel,
-    ParameterValue, RawBytesChannel, Sampler, SideChannelManager, StatsAggregation, StatsSideChannel,
+    ParameterValue, RawBytesChannel, Sampler, SideChannelManager, StatsAggregation, StatsSideChannel, TRAINING_ANALYTICS_ID,
 };
 use std::sync::Mutex;
 use crate::proto::unity_rl_output_proto::ListAgentInfoProto;
@@ -292,12 +292,15 @@ pub fn run(mut scene: Box<dyn Scene>, options: SimOptions) -> Result<SimExit, Si
     let engine = shared(EngineConfigurationChannel::new());
     let float_properties = shared(FloatPropertiesChannel::new());
     let echo = shared(RawBytesChannel::new(ECHO_CHANNEL_ID));
+    // Unity registers the analytics channel and only records what arrives on it.
+    let analytics = shared(RawBytesChannel::new(TRAINING_ANALYTICS_ID));
     let mut channels = SideChannelManager::new(vec![
         parameters.clone(),
         stats.clone(),
         engine.clone(),
         float_properties.clone(),
         echo.clone(),
+        analytics.clone(),
     ])
     .map_err(SimError::Protocol)?;
     let mut ctx = SceneContext::new(agent_defs.len(), ChaCha8Rng::seed_from_u64(seed), parameters.clone(), stats.clone());
@@ -323,6 +326,9 @@ pub fn run(mut scene: Box<dyn Scene>, options: SimOptions) -> Result<SimExit, Si
                     lock(&parameters).receive(&key, ParameterValue::Float(v));
                 }
             }
+        }
+        for record in lock(&analytics).take_received() {
+            log::debug!("training analytics record of {} bytes", record.len());
         }
         let received = lock(&echo).take_received();
         for message in received {

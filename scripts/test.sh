@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Sets up and runs every test: the Rust unit and integration tests (stand-in scenes as real
+# child processes over real sockets), then the peer test against the real Python
+# mlagents_envs 0.28.0 client (installed into a venv on first use).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mlagents-rs-target}
+
+echo "== Rust tests"
+cargo build --bins --quiet
+cargo test --all-targets --quiet 2>&1
+cargo test --doc --quiet 2>&1
+
+echo "== peer test: mlagents_envs 0.28.0 drives mlagents-sim, every scene"
+VENV=$(scripts/peer-venv.sh)
+"$VENV/bin/python" tests/peer/peer_envs.py "$CARGO_TARGET_DIR/debug/mlagents-sim" 2>/dev/null

@@ -1,0 +1,135 @@
+"""Peer test: the real Python client, mlagents_envs 0.28.0 from PyPI, drives `mlagents-sim`
+as its `file_name` executable (the scene chosen with `additional_args`) through reset, step,
+side channels (engine configuration, environment parameters with samplers, stats) and close,
+for every scene; the specs it reports must match envs.md (written out below).
+
+Usage: python peer_envs.py PATH/TO/mlagents-sim [BASE_PORT]
+Prints one line per scene and a final "N passed, N failed" line; exits 1 on any failure.
+"""
+import sys
+import time
+import traceback
+
+import numpy as np
+from mlagents_envs.base_env import ActionTuple, ObservationType
+from mlagents_envs.environment import UnityEnvironment
+from mlagents_envs.side_channel.engine_configuration_channel import EngineConfigurationChannel
+from mlagents_envs.side_channel.environment_parameters_channel import EnvironmentParametersChannel
+from mlagents_envs.side_channel.stats_side_channel import StatsAggregationMethod, StatsSideChannel
+
+ONE = [(1,)]
+# scene -> {behavior: (observation shapes, continuous size, discrete branches, agents)}, from envs.md
+EXPECTED = {
+    "Basic": {"Basic?team=0": ([(20,)], 0, (3,), 1)},
+    "3DBall": {"3DBall?team=0": ([(8,)], 2, (), 12)},
+    "3DBallHard": {"3DBallHard?team=0": ([(45,)], 2, (), 12)},
+    "GridWorld": {"GridWorld?team=0": ([(64, 84, 3)], 0, (5,), 9)},
+    "GridWorldVector": {"GridWorld?team=0": ([(6,)], 0, (5,), 9)},
+    "Simple1DDiscrete": {"1D?team=0": (ONE, 0, (2,), 1)},
+    "Simple1DContinuous": {"1D?team=0": (ONE, 1, (), 1)},
+    "Simple2DDiscrete": {"1D?team=0": (ONE, 0, (2, 2), 1)},
+    "Simple2DContinuous": {"1D?team=0": (ONE, 2, (), 1)},
+    "SimpleHybrid": {"1D?team=0": (ONE, 1, (2,), 1)},
+    "SimpleHybrid2x2": {"1D?team=0": (ONE, 2, (2, 2), 1)},
+    "SimpleVisualDiscrete": {"1D?team=0": ([(20, 20, 3)], 0, (2,), 1)},
+    "SimpleVisualContinuous": {"1D?team=0": ([(20, 20, 3)], 1, (), 1)},
+    "Memory1DDiscrete": {"1D?team=0": (ONE, 0, (2,), 1)},
+    "Memory1DContinuous": {"1D?team=0": (ONE, 1, (), 1)},
+    "MultiAgentGroup": {"1D?team=0": (ONE, 1, (), 2)},
+    "Ghost1D": {"1D?team=0": (ONE, 0, (2,), 1), "1D?team=1": (ONE, 0, (2,), 1)},
+    "AsymmetricGhost1D": {"1D?team=0": (ONE, 0, (2,), 1), "1DOpp?team=1": (ONE, 0, (2,), 1)},
+    "Race": {"Race?team=0": ([(3,)], 0, (3,), 1), "Race?team=1": ([(3,)], 0, (3,), 1)},
+    "RaceAsymmetric": {"RaceDuo?team=0": ([(3,)], 0, (3,), 2), "RaceSolo?team=1": ([(3,)], 0, (3,), 1)},
+}
+STEPS = 200
+
+
+def check(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+def random_actions(spec, decision_steps, rng):
+    n = len(decision_steps)
+    continuous = rng.uniform(-1, 1, (n, spec.action_spec.continuous_size)).astype(np.float32)
+    discrete = np.zeros((n, len(spec.action_spec.discrete_branches)), dtype=np.int32)
+    for b, size in enumerate(spec.action_spec.discrete_branches):
+        for i in range(n):
+            allowed = [a for a in range(size) if not decision_steps.action_mask[b][i][a]]
+            discrete[i, b] = rng.choice(allowed) if allowed else 0
+    return ActionTuple(continuous=continuous, discrete=discrete)
+
+
+def run_scene(sim, scene, port):
+    engine = EngineConfigurationChannel()
+    params = EnvironmentParametersChannel()
+    stats = StatsSideChannel()
+    engine.set_configuration_parameters(width=84, height=84, quality_level=5, time_scale=20.0,
+                                        target_frame_rate=-1, capture_frame_rate=60)
+    params.set_float_parameter("peer_float", 1.5)
+    params.set_uniform_sampler_parameters("peer_uniform", 1.0, 3.0, 7)
+    params.set_gaussian_sampler_parameters("peer_gaussian", 4.0, 0.5, 7)
+    params.set_multirangeuniform_sampler_parameters("peer_multi", [[0.0, 1.0], [3.0, 5.0]], 7)
+    env = UnityEnvironment(file_name=sim, base_port=port, seed=3, no_graphics=True, timeout_wait=30,
+                           additional_args=["--scene", scene], side_channels=[engine, params, stats])
+    try:
+        env.reset()
+        expected = EXPECTED[scene]
+        check(sorted(env.behavior_specs.keys()) == sorted(expected), f"behaviors {list(env.behavior_specs)}")
+        for name, (shapes, continuous, branches, agents) in expected.items():
+            spec = env.behavior_specs[name]
+            got = [tuple(o.shape) for o in spec.observation_specs]
+            check(got == shapes, f"{name}: observation shapes {got}, expected {shapes}")
+            check(all(o.observation_type == ObservationType.DEFAULT for o in spec.observation_specs), "obs type")
+            check(spec.action_spec.continuous_size == continuous, f"{name}: continuous {spec.action_spec}")
+            check(tuple(spec.action_spec.discrete_branches) == branches, f"{name}: branches {spec.action_spec}")
+            decisions, terminals = env.get_steps(name)
+            check(len(decisions) == agents and len(terminals) == 0, f"{name}: {len(decisions)} agents after reset")
+        rng = np.random.default_rng(0)
+        ended = {name: 0 for name in expected}
+        received = {}
+        for _ in range(STEPS):
+            for name in expected:
+                spec = env.behavior_specs[name]
+                decisions, terminals = env.get_steps(name)
+                ended[name] += len(terminals)
+                for obs, o_spec in zip(decisions.obs, spec.observation_specs):
+                    check(obs.shape == (len(decisions),) + tuple(o_spec.shape), f"{name}: batch {obs.shape}")
+                if len(decisions) > 0:
+                    env.set_actions(name, random_actions(spec, decisions, rng))
+            env.step()
+            for key, values in stats.get_and_reset_stats().items():
+                received.setdefault(key, []).extend(values)
+        check(all(n > 0 for n in ended.values()), f"episodes ended: {ended}")
+        most_recent = StatsAggregationMethod.MOST_RECENT
+        check(received["Sim/Parameter/peer_float"][0] == (1.5, most_recent), "float parameter reached the scene")
+        check(received["Sim/Parameter/peer_uniform"][0][0] == 2.0, "uniform sampler reached the scene")
+        check(received["Sim/Parameter/peer_gaussian"][0][0] == 4.0, "gaussian sampler reached the scene")
+        check(received["Sim/Parameter/peer_multi"][0][0] == 2.25, "multi-range sampler reached the scene")
+        check(received["Sim/Engine/Time Scale"][0][0] == 20.0, "engine configuration reached the scene")
+        check(received["Sim/Engine/Quality Level"][0][0] == 5.0, "quality level reached the scene")
+        scene_stats = sorted(k for k in received if not k.startswith("Sim/"))
+        return f"{STEPS} steps, episodes ended {ended}, scene stats {scene_stats}"
+    finally:
+        env.close()
+
+
+def main():
+    sim = sys.argv[1]
+    port = int(sys.argv[2]) if len(sys.argv) > 2 else 6005
+    passed = failed = 0
+    for k, scene in enumerate(EXPECTED):
+        start = time.time()
+        try:
+            detail = run_scene(sim, scene, port + k)
+            passed += 1
+            print(f"ok   {scene}: {detail} ({time.time() - start:.1f} s)", flush=True)
+        except Exception:  # noqa: BLE001 - report every failure and go on
+            failed += 1
+            print(f"FAIL {scene}:\n{traceback.format_exc()}", flush=True)
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
