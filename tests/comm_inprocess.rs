@@ -290,3 +290,12 @@ fn set_action_for_agent_fills_one_row() {
     env.close().unwrap();
     unity.join().unwrap().unwrap();
 }
+
+#[test]
+fn quit_command_makes_unity_quit() {
+    let (env, unity) = connect("Basic", options(), |_| {});
+    let mut env = env.unwrap();
+    env.reset().unwrap();
+    env.quit().unwrap();
+    assert_eq!(unity.join().unwrap().unwrap(), SimExit::Quit);
+}

@@ -89,3 +89,25 @@ fn sim_scenes_are_deterministic_for_a_seed() {
     };
     assert_eq!(run(), run());
 }
+
+/// A base port whose next `n` ports are all free right now.
+fn free_port_range(n: u16) -> u16 {
+    for base in (20000..60000).step_by(97) {
+        if (0..n).all(|k| std::net::TcpListener::bind(("127.0.0.1", base + k)).is_ok()) {
+            return base;
+        }
+    }
+    panic!("no {n} consecutive free ports");
+}
+
+#[test]
+fn vec_env_workers_listen_on_consecutive_ports() {
+    let base_port = free_port_range(3);
+    let base = EnvOptions { base_port: Some(base_port), ..common::sim_options("Basic") };
+    let mut envs = VecEnv::new(3, |w| VecEnv::worker_options(&base, w, &|_| vec![])).unwrap();
+    let ports: Vec<u16> = envs.envs().iter().map(|e| e.port()).collect();
+    assert_eq!(ports, vec![base_port, base_port + 1, base_port + 2]);
+    envs.reset().unwrap();
+    envs.step().unwrap();
+    envs.close().unwrap();
+}

@@ -152,7 +152,7 @@ impl Communicator {
                         return Err(CommError::Closed { port, status });
                     }
                     self.held = Some(reply);
-                    return Ok(message);
+                    return Ok(*message);
                 }
                 Ok(Incoming::CallFailed { code, message }) => {
                     return Err(CommError::CallFailed { port, code, message });

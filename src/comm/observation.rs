@@ -196,7 +196,7 @@ pub fn encode_png_hwc(data: &[f32], h: usize, w: usize, c: usize) -> (Vec<u8>, V
         let mut writer = encoder.write_header().expect("in-memory PNG header");
         writer.write_image_data(&pixels).expect("in-memory PNG data");
     }
-    let trivial = c == 3 || (c % 3 == 0 && mapping.iter().enumerate().all(|(i, m)| *m == i as i32));
+    let trivial = c == 3 || (c.is_multiple_of(3) && mapping.iter().enumerate().all(|(i, m)| *m == i as i32));
     (out, if trivial { vec![] } else { mapping })
 }
 

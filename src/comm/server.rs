@@ -29,7 +29,7 @@ pub enum BindAddress {
 #[derive(Debug)]
 pub enum Incoming {
     /// A request; answer it through `reply` (dropping `reply` answers with status 400).
-    Message { message: UnityMessageProto, reply: oneshot::Sender<UnityMessageProto> },
+    Message { message: Box<UnityMessageProto>, reply: oneshot::Sender<UnityMessageProto> },
     /// A call the server answered with an error before it reached us (e.g. undecodable
     /// bytes or a message over the size limit).
     CallFailed { code: tonic::Code, message: String },
@@ -68,7 +68,7 @@ impl UnityToExternalProto for Bridge {
         request: tonic::Request<UnityMessageProto>,
     ) -> Result<tonic::Response<UnityMessageProto>, tonic::Status> {
         let (reply, answer) = oneshot::channel();
-        let message = request.into_inner();
+        let message = Box::new(request.into_inner());
         if self.to_driver.send(Incoming::Message { message, reply }).is_err() {
             return Ok(tonic::Response::new(close_message()));
         }
@@ -196,7 +196,7 @@ fn report_failed_call(to_driver: &mpsc::Sender<Incoming>, response: &http::Respo
         .headers()
         .get("grpc-message")
         .and_then(|m| m.to_str().ok())
-        .map(|m| percent_decode(m))
+        .map(percent_decode)
         .unwrap_or_default();
     let _ = to_driver.send(Incoming::CallFailed { code: tonic::Code::from_i32(code), message });
 }

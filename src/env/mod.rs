@@ -302,6 +302,7 @@ impl UnityEnvironment {
         self.needs_reset
     }
 
+    /// Answers Unity with side channels and a command (0 STEP with the actions, 1 RESET, 2 QUIT).
     fn send_input(&mut self, command: i32) -> Result<(), EnvError> {
         if self.closed {
             return Err(EnvError::Closed);
@@ -421,6 +422,16 @@ impl UnityEnvironment {
             p.close(self.timeout.min(Duration::from_secs(10)));
         }
         Ok(())
+    }
+
+    /// Asks Unity to quit with the QUIT command (instead of closing the link with status
+    /// 400, as [`UnityEnvironment::close`] does), then waits for the process like `close`.
+    pub fn quit(&mut self) -> Result<(), EnvError> {
+        if self.closed {
+            return Ok(());
+        }
+        self.send_input(2)?;
+        self.close()
     }
 
     /// Kills the environment at once (after an error).

@@ -413,7 +413,7 @@ pub fn run(mut scene: Box<dyn Scene>, options: SimOptions) -> Result<SimExit, Si
         decided.clear();
         for (i, def) in agent_defs.iter().enumerate() {
             agents[i].step_count += 1;
-            if academy_step % def.decision_period.max(1) as u64 == 0 && scene.wants_decision(i) {
+            if academy_step.is_multiple_of(def.decision_period.max(1) as u64) && scene.wants_decision(i) {
                 let info = agent_info(i, false, false, &mut *scene, &mut ctx, &agents, &agent_defs);
                 infos.entry(def.behavior).or_default().push(info);
                 decided.insert(i);

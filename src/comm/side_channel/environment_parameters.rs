@@ -172,7 +172,7 @@ fn decode(msg: &mut IncomingMessage<'_>) -> Option<(String, ParameterValue)> {
                 GAUSSIAN => Sampler::Gaussian { mean: msg.read_f32(), std_dev: msg.read_f32() },
                 MULTI_RANGE_UNIFORM => {
                     let flat = msg.read_f32_list();
-                    if flat.len() % 2 != 0 {
+                    if !flat.len().is_multiple_of(2) {
                         return None;
                     }
                     Sampler::MultiRangeUniform { intervals: flat.chunks(2).map(|p| (p[0], p[1])).collect() }
