@@ -113,38 +113,32 @@ impl SideChannel for EngineConfigurationChannel {
                 .write_i32(c.target_frame_rate.or(d.target_frame_rate).unwrap_or(-1));
             return vec![(id, m.into_bytes())];
         }
-        let mut out = Vec::new();
-        let mut typed = |kind: i32, fill: &dyn Fn(&mut OutgoingMessage)| {
+        // One typed record per setting that is set: int32 type, then its values.
+        let ints = |kind: i32, values: &[i32]| {
             let mut m = OutgoingMessage::new();
             m.write_i32(kind);
-            fill(&mut m);
-            out.push((id, m.into_bytes()));
-        };
-        if c.width.is_some() || c.height.is_some() {
-            let (w, h) = (c.width.unwrap_or(84), c.height.unwrap_or(84));
-            typed(SCREEN_RESOLUTION, &|m| {
-                m.write_i32(w).write_i32(h);
+            values.iter().for_each(|v| {
+                m.write_i32(*v);
             });
+            (id, m.into_bytes())
+        };
+        let mut out = Vec::new();
+        if c.width.is_some() || c.height.is_some() {
+            out.push(ints(SCREEN_RESOLUTION, &[c.width.unwrap_or(84), c.height.unwrap_or(84)]));
         }
         if let Some(q) = c.quality_level {
-            typed(QUALITY_LEVEL, &|m| {
-                m.write_i32(q);
-            });
+            out.push(ints(QUALITY_LEVEL, &[q]));
         }
         if let Some(t) = c.time_scale {
-            typed(TIME_SCALE, &|m| {
-                m.write_f32(t);
-            });
+            let mut m = OutgoingMessage::new();
+            m.write_i32(TIME_SCALE).write_f32(t);
+            out.push((id, m.into_bytes()));
         }
         if let Some(r) = c.target_frame_rate {
-            typed(TARGET_FRAME_RATE, &|m| {
-                m.write_i32(r);
-            });
+            out.push(ints(TARGET_FRAME_RATE, &[r]));
         }
         if let Some(r) = c.capture_frame_rate {
-            typed(CAPTURE_FRAME_RATE, &|m| {
-                m.write_i32(r);
-            });
+            out.push(ints(CAPTURE_FRAME_RATE, &[r]));
         }
         out
     }
