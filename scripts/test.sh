@@ -15,3 +15,8 @@ cargo test --doc --quiet 2>&1
 echo "== peer test: mlagents_envs 0.28.0 drives mlagents-sim, every scene"
 VENV=$(scripts/peer-venv.sh)
 "$VENV/bin/python" tests/peer/peer_envs.py "$CARGO_TARGET_DIR/debug/mlagents-sim" 2>/dev/null
+
+echo "== peer fidelity: Unity-trained ONNX policies (onnxruntime) play mlagents-sim"
+MODELS=${MLAGENTS_MODELS:-../shared/models}
+[ -d "$MODELS/onnx" ] || { echo "Unity-trained models not found in $MODELS (set MLAGENTS_MODELS)" >&2; exit 1; }
+"$VENV/bin/python" tests/peer/peer_fidelity.py "$CARGO_TARGET_DIR/debug/mlagents-sim" "$MODELS/onnx" 2>/dev/null

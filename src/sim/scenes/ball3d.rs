@@ -1,4 +1,8 @@
-//! `3DBall` and `3DBallHard` (envs.md §2): 12 platforms, each balancing a ball. The platform
+//! `3DBall` and `3DBallHard` (envs.md §2): 12 platforms, each balancing a ball.
+//! 3DBallHard observes no velocity: two stacked observations of 9 decisions, the ball's
+//! position relative to the platform (27) and the platform rotation's z, x (18), in that
+//! order (Unity sorts sensors by name). Checked with the Unity-trained 3DBallHard.onnx, which
+//! balances every ball with this layout and none with 9 interleaved blocks of 5. The platform
 //! is rotated kinematically by the actions (2 degrees per tick per unit action, within a tilt
 //! limit); the ball is a rigid sphere under gravity that rolls without slipping on the
 //! platform's top face (acceleration 5/7 g sin θ), lands without bouncing and falls off
@@ -18,7 +22,7 @@ const BALL_RADIUS: f32 = 0.5;
 const CONTACT_OFFSET: f32 = 0.01;
 const MAX_STEP: u32 = 5000;
 const DECISION_PERIOD: u32 = 5;
-/// 3DBallHard stacks this many decisions of 5 features.
+/// 3DBallHard stacks this many decisions.
 const HARD_STACK: usize = 9;
 const X_AXIS: Vec3 = Vec3::new(1.0, 0.0, 0.0);
 const Z_AXIS: Vec3 = Vec3::new(0.0, 0.0, 1.0);
@@ -32,7 +36,7 @@ struct Area {
     decisions: u32,
 }
 
-/// 3DBall (8 observations) or 3DBallHard (5 features x 9 stacked decisions, no velocity).
+/// 3DBall (8 observations) or 3DBallHard (stacked positions and rotations, no velocity).
 pub struct Ball3D {
     hard: bool,
     areas: Vec<Area>,
@@ -90,14 +94,17 @@ impl Ball3D {
 
 impl Scene for Ball3D {
     fn behaviors(&self) -> Vec<BehaviorDef> {
-        let observation = if self.hard {
-            ObservationSpec::vector(5 * HARD_STACK, "StackingSensor_size9_VectorSensor_size5")
+        let observations = if self.hard {
+            vec![
+                ObservationSpec::vector(3 * HARD_STACK, "StackingSensor_size9_ObservableAttribute:Ball3DHardAgent.PositionDelta"),
+                ObservationSpec::vector(2 * HARD_STACK, "StackingSensor_size9_ObservableAttribute:Ball3DHardAgent.Rotation"),
+            ]
         } else {
-            ObservationSpec::vector(8, "VectorSensor_size8")
+            vec![ObservationSpec::vector(8, "VectorSensor_size8")]
         };
         vec![BehaviorDef {
             name: self.behavior_name().into(),
-            observations: vec![ObservationDef::floats(observation)],
+            observations: observations.into_iter().map(ObservationDef::floats).collect(),
             actions: ActionSpec::continuous(2),
         }]
     }
@@ -139,7 +146,9 @@ impl Scene for Ball3D {
             let stack = &mut self.stacks[agent];
             stack.remove(0);
             stack.push(Self::features(&a));
-            return vec![stack.iter().flatten().copied().collect()];
+            let positions = stack.iter().flat_map(|f| [f[2], f[3], f[4]]).collect();
+            let rotations = stack.iter().flat_map(|f| [f[0], f[1]]).collect();
+            return vec![positions, rotations];
         }
         vec![vec![a.rotation.z, a.rotation.x, a.ball.x, a.ball.y, a.ball.z, a.velocity.x, a.velocity.y, a.velocity.z]]
     }
