@@ -18,6 +18,7 @@
 //!   launching and supervision, and [`env::VecEnv`].
 //! - [`sim`]: stand-in Unity scenes that speak the Unity side of the protocol.
 
+pub mod barracuda;
 pub mod comm;
 pub mod env;
 pub mod sim;
