@@ -20,3 +20,6 @@ echo "== peer fidelity: Unity-trained ONNX policies (onnxruntime) play mlagents-
 MODELS=${MLAGENTS_MODELS:-../shared/models}
 [ -d "$MODELS/onnx" ] || { echo "Unity-trained models not found in $MODELS (set MLAGENTS_MODELS)" >&2; exit 1; }
 "$VENV/bin/python" tests/peer/peer_fidelity.py "$CARGO_TARGET_DIR/debug/mlagents-sim" "$MODELS/onnx" 2>/dev/null
+
+echo "== peer ONNX parity: our tract runner against onnxruntime on every Unity-trained ONNX model"
+"$VENV/bin/python" tests/peer/peer_onnx_parity.py "$CARGO_TARGET_DIR/debug/mlagents-run" "$MODELS/onnx"

@@ -20,6 +20,7 @@
 
 pub mod barracuda;
 pub mod comm;
+pub mod run;
 pub mod env;
 pub mod sim;
 pub mod spec;

@@ -1,0 +1,191 @@
+//! ONNX policies on tract. Before tract sees the graph, two rewrites are made on the protobuf:
+//! the `RandomNormalLike` rename workaround for torch-1.x exports (stack.md §2: tract tells
+//! the op by node name), and, in deterministic mode, sampling replaced by its mode
+//! (`RandomNormalLike` noise by zeros, `Multinomial` by `ArgMax`). Plans are optimized per
+//! batch size and cached (`Multinomial` needs a constant shape).
+
+use super::{NamedTensors, RunError, TensorData};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use tract_onnx::pb::{self, ModelProto};
+use tract_onnx::prelude::*;
+
+/// An optimized, runnable plan.
+type Plan = std::sync::Arc<tract_onnx::tract_core::plan::SimplePlan<TypedFact, Box<dyn TypedOp>>>;
+
+/// A declared graph input: name and dims (`None` = symbolic, e.g. the batch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnnxInput {
+    pub name: String,
+    pub dims: Vec<Option<usize>>,
+}
+
+/// How to load a policy.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadOptions {
+    /// Replace in-graph sampling by its mode: noise by zero, multinomial draws by argmax.
+    pub deterministic: bool,
+    /// Seed of the in-graph random ops (their own seed otherwise).
+    pub seed: Option<u32>,
+}
+
+/// A loaded ONNX policy.
+pub struct OnnxPolicy {
+    path: String,
+    proto: ModelProto,
+    inputs: Vec<OnnxInput>,
+    outputs: Vec<String>,
+    plans: Mutex<HashMap<usize, Plan>>,
+}
+
+impl OnnxPolicy {
+    /// Loads a model file.
+    pub fn load(path: &std::path::Path, options: LoadOptions) -> Result<Self, RunError> {
+        let bytes = std::fs::read(path).map_err(|e| RunError::Read { path: path.display().to_string(), detail: e.to_string() })?;
+        Self::from_bytes(&bytes, &path.display().to_string(), options)
+    }
+
+    /// Loads a model from bytes (`label` names it in errors).
+    pub fn from_bytes(bytes: &[u8], label: &str, options: LoadOptions) -> Result<Self, RunError> {
+        use prost::Message;
+        let not_onnx = |detail: String| RunError::NotOnnx { path: label.into(), detail };
+        let mut proto = ModelProto::decode(bytes).map_err(|e| not_onnx(e.to_string()))?;
+        let graph = proto.graph.as_mut().ok_or_else(|| not_onnx("no graph".into()))?;
+        rewrite_for_tract(graph, options);
+        let initializers: std::collections::HashSet<&str> = graph.initializer.iter().map(|t| t.name.as_str()).collect();
+        let inputs = graph
+            .input
+            .iter()
+            .filter(|i| !initializers.contains(i.name.as_str()))
+            .map(|i| OnnxInput { name: i.name.clone(), dims: input_dims(i) })
+            .collect();
+        let outputs = graph.output.iter().map(|o| o.name.clone()).collect();
+        Ok(Self { path: label.into(), proto, inputs, outputs, plans: Mutex::new(HashMap::new()) })
+    }
+
+    pub fn inputs(&self) -> &[OnnxInput] {
+        &self.inputs
+    }
+
+    /// Output names in graph order.
+    pub fn outputs(&self) -> &[String] {
+        &self.outputs
+    }
+
+    /// The protobuf as tract sees it.
+    pub fn proto(&self) -> &ModelProto {
+        &self.proto
+    }
+
+    fn plan(&self, shapes: &[Vec<usize>]) -> Result<Plan, RunError> {
+        let batch = shapes.first().and_then(|s| s.first()).copied().unwrap_or(1);
+        let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = plans.get(&batch) {
+            return Ok(p.clone());
+        }
+        let fail = |e: TractError| RunError::Plan { path: self.path.clone(), batch, detail: format!("{e:#}") };
+        let mut model = tract_onnx::onnx().model_for_proto_model(&self.proto).map_err(fail)?;
+        for (i, shape) in shapes.iter().enumerate() {
+            model.set_input_fact(i, InferenceFact::dt_shape(f32::datum_type(), shape.clone())).map_err(fail)?;
+        }
+        let plan = model.into_optimized().and_then(|m| m.into_runnable()).map_err(fail)?;
+        plans.insert(batch, plan.clone());
+        Ok(plan)
+    }
+
+    /// Runs the model. Every declared input must be given; its shape must agree with the
+    /// declared dims. Returns every output, converted to float.
+    pub fn run(&self, inputs: &NamedTensors) -> Result<NamedTensors, RunError> {
+        let mut values = TVec::new();
+        let mut shapes = Vec::new();
+        for declared in &self.inputs {
+            let given = inputs.get(&declared.name).ok_or_else(|| RunError::MissingInput {
+                name: declared.name.clone(),
+                known: self.inputs.iter().map(|i| i.name.clone()).collect(),
+            })?;
+            given.validate(&declared.name)?;
+            let fits = given.shape.len() == declared.dims.len()
+                && given.shape.iter().zip(&declared.dims).all(|(g, d)| d.is_none_or(|d| d == *g));
+            if !fits {
+                return Err(RunError::BadInput {
+                    name: declared.name.clone(),
+                    detail: format!("shape {:?} does not fit the declared {:?} (None = any)", given.shape, declared.dims),
+                });
+            }
+            let tensor = Tensor::from_shape(&given.shape, &given.data)
+                .map_err(|e| RunError::BadInput { name: declared.name.clone(), detail: e.to_string() })?;
+            values.push(tensor.into_tvalue());
+            shapes.push(given.shape.clone());
+        }
+        for name in inputs.keys() {
+            if !self.inputs.iter().any(|i| &i.name == name) {
+                return Err(RunError::BadInput { name: name.clone(), detail: "the model has no such input".into() });
+            }
+        }
+        let plan = self.plan(&shapes)?;
+        let eval = |e: TractError| RunError::Eval { path: self.path.clone(), detail: format!("{e:#}") };
+        let results = plan.run(values).map_err(eval)?;
+        let mut out = NamedTensors::new();
+        for (name, value) in self.outputs.iter().zip(results.iter()) {
+            let floats = value.cast_to::<f32>().map_err(eval)?;
+            let data = floats.try_as_plain_ram().and_then(|v| v.as_slice::<f32>().map(|s| s.to_vec())).map_err(eval)?;
+            out.insert(name.clone(), TensorData { shape: value.shape().to_vec(), data });
+        }
+        Ok(out)
+    }
+}
+
+fn input_dims(input: &pb::ValueInfoProto) -> Vec<Option<usize>> {
+    use pb::tensor_shape_proto::dimension::Value;
+    use pb::type_proto::Value as TypeValue;
+    let Some(TypeValue::TensorType(t)) = input.r#type.as_ref().and_then(|t| t.value.as_ref()) else { return vec![] };
+    let Some(shape) = &t.shape else { return vec![] };
+    shape
+        .dim
+        .iter()
+        .map(|d| match &d.value {
+            Some(Value::DimValue(v)) if *v > 0 => Some(*v as usize),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The protobuf rewrites made before tract builds the graph (see the module docs).
+fn rewrite_for_tract(graph: &mut pb::GraphProto, options: LoadOptions) {
+    for node in &mut graph.node {
+        if node.op_type.ends_with("Like") && !node.name.ends_with("Like") {
+            node.name.push_str("_Like");
+        }
+        let random = matches!(node.op_type.as_str(), "RandomNormalLike" | "RandomUniformLike" | "RandomNormal" | "RandomUniform" | "Multinomial");
+        if let (Some(seed), true) = (options.seed, random) {
+            node.attribute.retain(|a| a.name != "seed");
+            node.attribute.push(pb::AttributeProto {
+                name: "seed".into(),
+                f: seed as f32,
+                r#type: pb::attribute_proto::AttributeType::Float as i32,
+                ..Default::default()
+            });
+        }
+        if !options.deterministic {
+            continue;
+        }
+        match node.op_type.as_str() {
+            "RandomNormalLike" | "RandomUniformLike" => {
+                // x - x: zeros of x's shape (the noise's mode for a standard normal).
+                node.op_type = "Sub".into();
+                let x = node.input[0].clone();
+                node.input = vec![x.clone(), x];
+                node.attribute.clear();
+            }
+            "Multinomial" => {
+                node.op_type = "ArgMax".into();
+                node.attribute = vec![int_attribute("axis", 1), int_attribute("keepdims", 1)];
+            }
+            _ => {}
+        }
+    }
+}
+
+fn int_attribute(name: &str, value: i64) -> pb::AttributeProto {
+    pb::AttributeProto { name: name.into(), i: value, r#type: pb::attribute_proto::AttributeType::Int as i32, ..Default::default() }
+}

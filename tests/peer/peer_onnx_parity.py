@@ -1,0 +1,86 @@
+"""ONNX parity: our runner (`mlagents-run eval --deterministic`, tract) against onnxruntime
+from PyPI on every model of ../shared/models/onnx, on fixed inputs at batch 1 and 3.
+Outputs that onnxruntime samples (they differ across 8 runs) are not compared; every other
+output must match within 1e-4.
+
+Usage: python peer_onnx_parity.py PATH/TO/mlagents-run MODELS_DIR
+Prints one line per model and batch and a final "N passed, N failed" line.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnxruntime as ort
+
+ort.set_default_logger_severity(3)
+
+TOLERANCE = 1e-4
+
+
+def make_inputs(session, batch, rng):
+    inputs = {}
+    for i in session.get_inputs():
+        shape = [batch if not isinstance(d, int) or d <= 0 else d for d in i.shape]
+        if i.name == "action_masks":
+            data = np.ones(shape, np.float32)
+        elif "recurrent" in i.name or "memories" in i.name:
+            data = np.zeros(shape, np.float32)
+        else:
+            data = rng.uniform(-1, 1, shape).astype(np.float32)
+        inputs[i.name] = data
+    return inputs
+
+
+def main():
+    runner, models = sys.argv[1], sys.argv[2]
+    passed = failed = 0
+    rng = np.random.default_rng(7)
+    for name in sorted(os.listdir(models)):
+        if not name.endswith(".onnx"):
+            continue
+        path = os.path.join(models, name)
+        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        batches = [1] if "obsolete_recurr" in name else [1, 3]  # its initial state is batch-1 only
+        for batch in batches:
+            inputs = make_inputs(session, batch, rng)
+            names = [o.name for o in session.get_outputs()]
+            runs = [session.run(names, inputs) for _ in range(8)]
+            with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+                json.dump({"inputs": {k: {"shape": list(v.shape), "data": v.ravel().tolist()} for k, v in inputs.items()}}, f)
+            result = subprocess.run([runner, "eval", path, "--inputs", f.name, "--deterministic", "--json"],
+                                    capture_output=True, text=True)
+            os.unlink(f.name)
+            if result.returncode != 0:
+                failed += 1
+                print(f"FAIL {name} batch {batch}: {result.stderr.strip()}")
+                continue
+            ours = json.loads(result.stdout)["outputs"]
+            compared, skipped, worst, problems = [], [], 0.0, []
+            for k, out in enumerate(names):
+                reference = np.asarray(runs[0][k], dtype=np.float64)
+                if any(not np.array_equal(runs[0][k], r[k]) for r in runs[1:]):
+                    skipped.append(out)
+                    continue
+                got = np.asarray(ours[out]["data"], dtype=np.float64).reshape(ours[out]["shape"])
+                if got.shape != reference.shape:
+                    problems.append(f"{out}: shape {got.shape} vs {reference.shape}")
+                    continue
+                err = float(np.max(np.abs(got - reference))) if reference.size else 0.0
+                worst = max(worst, err)
+                compared.append(out)
+                if err > TOLERANCE:
+                    problems.append(f"{out}: max abs error {err:.2e}")
+            ok = not problems and compared
+            passed += bool(ok)
+            failed += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} {name} batch {batch}: {len(compared)} outputs compared, max abs error "
+                  f"{worst:.2e}; sampled, not compared: {skipped}{'; ' + '; '.join(problems) if problems else ''}", flush=True)
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+//! The tract runner on every real ONNX policy of ../shared/models/onnx: loads (with the
+//! RandomNormalLike workaround), evaluates at batch 1 and 12 in both modes, and rejects bad
+//! inputs and non-ONNX files with clear errors. (Parity with onnxruntime is checked by
+//! tests/peer/peer_onnx_parity.py.)
+
+use mlagents::run::{LoadOptions, NamedTensors, OnnxPolicy, TensorData};
+use std::path::PathBuf;
+
+fn models_dir() -> PathBuf {
+    std::env::var_os("MLAGENTS_MODELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/models"))
+}
+
+fn neutral_inputs(policy: &OnnxPolicy, batch: usize) -> NamedTensors {
+    policy
+        .inputs()
+        .iter()
+        .map(|i| {
+            let shape: Vec<usize> = i.dims.iter().map(|d| d.unwrap_or(batch)).collect();
+            let n = shape.iter().product();
+            let fill = if i.name == "action_masks" { 1.0 } else { 0.25 };
+            (i.name.clone(), TensorData { shape, data: vec![fill; n] })
+        })
+        .collect()
+}
+
+#[test]
+fn every_real_onnx_model_evaluates() {
+    let mut count = 0;
+    for entry in std::fs::read_dir(models_dir().join("onnx")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        for deterministic in [true, false] {
+            let policy = OnnxPolicy::load(&path, LoadOptions { deterministic, seed: Some(3) }).unwrap();
+            let batches: &[usize] = if name.contains("obsolete_recurr") { &[1] } else { &[1, 12] };
+            for batch in batches {
+                let out = policy.run(&neutral_inputs(&policy, *batch)).unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_eq!(out.len(), policy.outputs().len(), "{name}");
+                let version = out["version_number"].data[0];
+                assert!(version == 2.0 || version == 3.0, "{name}: version {version}");
+                for (output, t) in &out {
+                    assert!(t.data.iter().all(|v| v.is_finite()), "{name} {output}: not finite");
+                }
+            }
+        }
+        count += 1;
+    }
+    assert_eq!(count, 14);
+}
+
+#[test]
+fn deterministic_mode_is_repeatable_and_matches_the_v3_deterministic_output() {
+    let path = models_dir().join("onnx/3DBall.onnx");
+    let policy = OnnxPolicy::load(&path, LoadOptions { deterministic: true, seed: None }).unwrap();
+    let inputs = neutral_inputs(&policy, 4);
+    let a = policy.run(&inputs).unwrap();
+    let b = policy.run(&inputs).unwrap();
+    assert_eq!(a, b);
+    // With zero noise, the sampled head's clip(mu, -3, 3) / 3 equals the deterministic head.
+    assert_eq!(a["continuous_actions"].data, a["deterministic_continuous_actions"].data);
+}
+
+#[test]
+fn bad_inputs_and_files_are_clear_errors() {
+    let path = models_dir().join("onnx/3DBall.onnx");
+    let policy = OnnxPolicy::load(&path, LoadOptions::default()).unwrap();
+    let e = policy.run(&NamedTensors::new()).unwrap_err().to_string();
+    assert!(e.contains("obs_0"), "{e}");
+    let mut wrong = NamedTensors::new();
+    wrong.insert("obs_0".into(), TensorData { shape: vec![1, 7], data: vec![0.0; 7] });
+    let e = policy.run(&wrong).unwrap_err().to_string();
+    assert!(e.contains("obs_0") && e.contains("[1, 7]"), "{e}");
+    wrong.insert("obs_0".into(), TensorData { shape: vec![1, 8], data: vec![0.0; 3] });
+    assert!(policy.run(&wrong).unwrap_err().to_string().contains("needs 8 values"));
+    let nn = models_dir().join("nn/Basic.nn");
+    let e = OnnxPolicy::load(&nn, LoadOptions::default()).err().expect("not onnx").to_string();
+    assert!(e.contains("not an ONNX model"), "{e}");
+}
