@@ -1,11 +1,13 @@
 //! Barracuda `.nn` models (barracuda-nn.md): a reader for format versions 15–20 and a writer.
 //! Reading then writing any file gives back the same bytes.
 
+mod lower;
 mod model;
 mod reader;
 mod writer;
 
 pub use model::{f16_to_f32, Activation, Input, Layer, LayerType, Memory, NnModel, TensorDesc, Trailer, WeightType};
+pub use lower::{to_onnx, LowerError, LowerOptions};
 pub use reader::{read, read_file};
 pub use writer::{write, TensorBlob};
 

@@ -1,5 +1,4 @@
-//! `mlagents-run`: inspect and evaluate ML-Agents policies (`.onnx` on tract; `.nn` read and
-//! inspected).
+//! `mlagents-run`: inspect and evaluate ML-Agents policies (`.onnx` and `.nn`, both on tract).
 //!
 //! - `mlagents-run inspect MODEL [--json]`: format and version, ML-Agents constants, inputs and
 //!   outputs with shapes, layer/op histogram, sha256.
@@ -7,13 +6,12 @@
 //!   the model once on `{"inputs": {"<name>": {"shape": [...], "data": [...]}}}` and prints
 //!   `{"outputs": {...}}` for every output.
 //!
-//! Not built yet: running `.nn` models, `check` against an environment, playing a live
-//! environment.
+//! Not built yet: `check` against an environment, playing a live environment.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use mlagents::barracuda;
-use mlagents::run::{LoadOptions, NamedTensors, OnnxPolicy, TensorData};
+use mlagents::run::{LoadOptions, NamedTensors, OnnxPolicy, Policy, TensorData};
 use serde_json::json;
 use sha2::Digest;
 use std::collections::BTreeMap;
@@ -146,16 +144,13 @@ fn print_report(report: &serde_json::Value, as_json: bool) {
 }
 
 fn eval(model: &Path, inputs: &Path, options: LoadOptions) -> Result<serde_json::Value> {
-    if is_nn(model) {
-        bail!("running .nn models is not built yet (the reader is: try `mlagents-run inspect {}`)", model.display());
-    }
     let text = std::fs::read_to_string(inputs).with_context(|| format!("reading {}", inputs.display()))?;
     #[derive(serde::Deserialize)]
     struct InputFile {
         inputs: NamedTensors,
     }
     let file: InputFile = serde_json::from_str(&text).with_context(|| format!("parsing {}", inputs.display()))?;
-    let policy = OnnxPolicy::load(model, options)?;
+    let policy = Policy::load(model, options)?;
     let outputs = policy.run(&file.inputs)?;
     Ok(json!({ "outputs": outputs }))
 }

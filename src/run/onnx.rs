@@ -48,8 +48,13 @@ impl OnnxPolicy {
     /// Loads a model from bytes (`label` names it in errors).
     pub fn from_bytes(bytes: &[u8], label: &str, options: LoadOptions) -> Result<Self, RunError> {
         use prost::Message;
+        let proto = ModelProto::decode(bytes).map_err(|e| RunError::NotOnnx { path: label.into(), detail: e.to_string() })?;
+        Self::from_proto(proto, label, options)
+    }
+
+    /// Builds a policy from a decoded (or generated) ONNX model.
+    pub fn from_proto(mut proto: ModelProto, label: &str, options: LoadOptions) -> Result<Self, RunError> {
         let not_onnx = |detail: String| RunError::NotOnnx { path: label.into(), detail };
-        let mut proto = ModelProto::decode(bytes).map_err(|e| not_onnx(e.to_string()))?;
         let graph = proto.graph.as_mut().ok_or_else(|| not_onnx("no graph".into()))?;
         rewrite_for_tract(graph, options);
         let initializers: std::collections::HashSet<&str> = graph.initializer.iter().map(|t| t.name.as_str()).collect();

@@ -1,0 +1,514 @@
+//! Lowering a `.nn` model onto tract: the layers are translated, one small rule per layer
+//! kind, into an ONNX graph (tract-onnx's protobuf types, opset 11) that keeps Barracuda's
+//! rank-4 NHWC tensors, and tract builds and optimizes that graph like any ONNX model. Layer
+//! semantics follow barracuda-nn.md §7; a layer kind or parameter outside them is an error
+//! naming the layer, never a wrong answer.
+
+use super::model::{Activation, Layer, LayerType, NnModel, TensorDesc};
+use std::collections::HashMap;
+use tract_onnx::pb::{
+    attribute_proto::AttributeType, tensor_shape_proto::dimension, type_proto, AttributeProto, GraphProto,
+    ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+};
+
+/// The opset of the lowered graph.
+const OPSET: i64 = 11;
+const FLOAT: i32 = 1;
+const INT64: i32 = 7;
+
+/// A `.nn` model tract cannot run as asked.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LowerError {
+    #[error("layer {layer:?}: layer kind {kind} is not supported")]
+    UnsupportedLayer { layer: String, kind: String },
+    #[error("layer {layer:?}: activation {activation} is not supported")]
+    UnsupportedActivation { layer: String, activation: String },
+    #[error("layer {layer:?}: {detail}")]
+    BadLayer { layer: String, detail: String },
+    #[error("layer {layer:?} reads {input:?}, which no input, memory or earlier layer provides")]
+    UnknownInput { layer: String, input: String },
+    #[error("output {0:?} is not produced by any layer")]
+    UnknownOutput(String),
+}
+
+/// How to lower.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LowerOptions {
+    /// RandomNormal/RandomUniform produce their mean (noise 0).
+    pub deterministic: bool,
+    /// Seed of the random layers (their own `pad[0]` otherwise).
+    pub seed: Option<u32>,
+}
+
+struct Builder<'a> {
+    model: &'a NnModel,
+    options: LowerOptions,
+    format: i64,
+    nodes: Vec<NodeProto>,
+    initializers: Vec<TensorProto>,
+    /// `.nn` name -> current ONNX value name.
+    values: HashMap<String, String>,
+    counter: usize,
+}
+
+fn attr_int(name: &str, v: i64) -> AttributeProto {
+    AttributeProto { name: name.into(), i: v, r#type: AttributeType::Int as i32, ..Default::default() }
+}
+
+fn attr_ints(name: &str, v: &[i64]) -> AttributeProto {
+    AttributeProto { name: name.into(), ints: v.to_vec(), r#type: AttributeType::Ints as i32, ..Default::default() }
+}
+
+fn attr_float(name: &str, v: f32) -> AttributeProto {
+    AttributeProto { name: name.into(), f: v, r#type: AttributeType::Float as i32, ..Default::default() }
+}
+
+fn attr_string(name: &str, v: &str) -> AttributeProto {
+    AttributeProto { name: name.into(), s: v.as_bytes().to_vec(), r#type: AttributeType::String as i32, ..Default::default() }
+}
+
+fn value_info(name: &str, dims: &[i32]) -> ValueInfoProto {
+    let dim = dims
+        .iter()
+        .enumerate()
+        .map(|(i, d)| tract_onnx::pb::tensor_shape_proto::Dimension {
+            value: Some(if *d > 0 { dimension::Value::DimValue(*d as i64) } else { dimension::Value::DimParam(format!("d{i}")) }),
+            ..Default::default()
+        })
+        .collect();
+    ValueInfoProto {
+        name: name.into(),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: FLOAT,
+                shape: Some(TensorShapeProto { dim }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+impl Builder<'_> {
+    fn fresh(&mut self, base: &str) -> String {
+        self.counter += 1;
+        format!("{base}#{}", self.counter)
+    }
+
+    fn node(&mut self, op: &str, inputs: Vec<String>, attribute: Vec<AttributeProto>, base: &str) -> String {
+        let out = self.fresh(base);
+        // tract tells RandomNormalLike from RandomNormal by the node name (stack.md §2).
+        let name = if op.ends_with("Like") { format!("{out}_{op}") } else { out.clone() };
+        self.nodes.push(NodeProto { input: inputs, output: vec![out.clone()], name, op_type: op.into(), attribute, ..Default::default() });
+        out
+    }
+
+    fn constant(&mut self, base: &str, dims: &[i64], data: Vec<f32>) -> String {
+        let name = self.fresh(base);
+        self.initializers.push(TensorProto { dims: dims.to_vec(), data_type: FLOAT, float_data: data, name: name.clone(), ..Default::default() });
+        name
+    }
+
+    fn constant_i64(&mut self, base: &str, dims: &[i64], data: Vec<i64>) -> String {
+        let name = self.fresh(base);
+        self.initializers.push(TensorProto { dims: dims.to_vec(), data_type: INT64, int64_data: data, name: name.clone(), ..Default::default() });
+        name
+    }
+
+    fn tensor_constant(&mut self, t: &TensorDesc) -> String {
+        let dims: Vec<i64> = t.shape.iter().map(|d| *d as i64).collect();
+        let data = self.model.tensor_values(t);
+        self.constant(&t.name, &dims, data)
+    }
+
+    fn resolve(&self, layer: &Layer, name: &str) -> Result<String, LowerError> {
+        self.values.get(name).cloned().ok_or_else(|| LowerError::UnknownInput { layer: layer.name.clone(), input: name.into() })
+    }
+
+    /// A version-16 axis as an NHWC index (0..4); later versions store an 8-D index.
+    fn axis(&self, layer: &Layer) -> Result<i64, LowerError> {
+        let a = layer.axis as i64;
+        let mapped = if self.format >= 17 && a >= 0 {
+            match a {
+                2 => 0,
+                5 => 1,
+                6 => 2,
+                7 => 3,
+                _ => -99,
+            }
+        } else if a < 0 {
+            4 + a
+        } else {
+            a
+        };
+        if !(0..4).contains(&mapped) {
+            return Err(LowerError::BadLayer { layer: layer.name.clone(), detail: format!("axis {} is outside NHWC", layer.axis) });
+        }
+        Ok(mapped)
+    }
+
+    /// `[N, H, W, C]` -> `[N, H*W*C]`.
+    fn flat(&mut self, x: String, base: &str) -> String {
+        self.node("Flatten", vec![x], vec![attr_int("axis", 1)], base)
+    }
+
+    /// `[N, K]` -> `[N, 1, 1, K]`.
+    fn unflat(&mut self, x: String, base: &str) -> String {
+        self.node("Unsqueeze", vec![x], vec![attr_ints("axes", &[1, 2])], base)
+    }
+
+    fn activation(&mut self, layer: &Layer, activation: Activation, x: String) -> Result<String, LowerError> {
+        use Activation as A;
+        let base = layer.name.as_str();
+        let simple = |a: A| -> Option<&'static str> {
+            Some(match a {
+                A::None => "Identity",
+                A::Relu => "Relu",
+                A::Tanh => "Tanh",
+                A::Sigmoid => "Sigmoid",
+                A::Exp => "Exp",
+                A::Log => "Log",
+                A::Sqrt => "Sqrt",
+                A::Abs => "Abs",
+                A::Neg => "Neg",
+                A::Ceil => "Ceil",
+                A::Floor => "Floor",
+                A::Round => "Round",
+                A::Reciprocal => "Reciprocal",
+                A::Softplus => "Softplus",
+                A::Softsign => "Softsign",
+                A::Erf => "Erf",
+                A::Sin => "Sin",
+                A::Cos => "Cos",
+                A::Tan => "Tan",
+                A::Asin => "Asin",
+                A::Acos => "Acos",
+                A::Atan => "Atan",
+                A::Sinh => "Sinh",
+                A::Cosh => "Cosh",
+                A::Asinh => "Asinh",
+                A::Acosh => "Acosh",
+                A::Atanh => "Atanh",
+                _ => return None,
+            })
+        };
+        if let Some(op) = simple(activation) {
+            return Ok(self.node(op, vec![x], vec![], base));
+        }
+        Ok(match activation {
+            A::Swish => {
+                let s = self.node("Sigmoid", vec![x.clone()], vec![], base);
+                self.node("Mul", vec![x, s], vec![], base)
+            }
+            A::Elu => self.node("Elu", vec![x], vec![attr_float("alpha", layer.alpha)], base),
+            A::LeakyRelu => self.node("LeakyRelu", vec![x], vec![attr_float("alpha", layer.alpha)], base),
+            A::Selu => self.node("Selu", vec![x], vec![attr_float("alpha", layer.alpha), attr_float("gamma", layer.beta)], base),
+            A::HardSigmoid => {
+                self.node("HardSigmoid", vec![x], vec![attr_float("alpha", layer.alpha), attr_float("beta", layer.beta)], base)
+            }
+            A::Relu6 | A::Clip => {
+                let (lo, hi) = if activation == A::Relu6 { (0.0, 6.0) } else { (layer.alpha, layer.beta) };
+                let lo = self.constant("clip_min", &[], vec![lo]);
+                let hi = self.constant("clip_max", &[], vec![hi]);
+                self.node("Clip", vec![x, lo, hi], vec![], base)
+            }
+            A::Pow => {
+                let e = self.constant("exponent", &[], vec![layer.alpha]);
+                self.node("Pow", vec![x, e], vec![], base)
+            }
+            A::Softmax | A::LogSoftmax => {
+                let f = self.flat(x, base);
+                let op = if activation == A::Softmax { "Softmax" } else { "LogSoftmax" };
+                let s = self.node(op, vec![f], vec![attr_int("axis", 1)], base);
+                self.unflat(s, base)
+            }
+            other => {
+                return Err(LowerError::UnsupportedActivation { layer: layer.name.clone(), activation: format!("{other:?}") })
+            }
+        })
+    }
+
+    fn dense(&mut self, layer: &Layer, inputs: &[String]) -> Result<String, LowerError> {
+        let bad = |detail: &str| LowerError::BadLayer { layer: layer.name.clone(), detail: detail.into() };
+        let ([x], [w, b]) = (inputs, layer.tensors.as_slice()) else {
+            return Err(bad("Dense needs 1 input and 2 tensors"));
+        };
+        let (n_in, n_out) = (w.shape[0] as i64, w.shape[3] as i64);
+        let weights = self.model.tensor_values(w);
+        let w = self.constant(&w.name, &[n_in, n_out], weights);
+        let bias = self.model.tensor_values(b);
+        if bias.len() as i64 != n_out {
+            return Err(bad("bias length differs from the kernel's output size"));
+        }
+        let b = self.constant(&b.name, &[n_out], bias);
+        let f = self.flat(x.clone(), &layer.name);
+        let g = self.node("Gemm", vec![f, w, b], vec![], &layer.name);
+        Ok(self.unflat(g, &layer.name))
+    }
+
+    fn conv(&mut self, layer: &Layer, inputs: &[String]) -> Result<String, LowerError> {
+        let bad = |detail: String| LowerError::BadLayer { layer: layer.name.clone(), detail };
+        let ([x], [k, b]) = (inputs, layer.tensors.as_slice()) else {
+            return Err(bad("Conv2D needs 1 input and 2 tensors".into()));
+        };
+        let [kh, kw, cin, cout] = [k.shape[0], k.shape[1], k.shape[2], k.shape[3]].map(|d| d as usize);
+        // HWIO -> OIHW.
+        let hwio = self.model.tensor_values(k);
+        let mut oihw = vec![0.0; hwio.len()];
+        for dy in 0..kh {
+            for dx in 0..kw {
+                for c in 0..cin {
+                    for o in 0..cout {
+                        oihw[((o * cin + c) * kh + dy) * kw + dx] = hwio[((dy * kw + dx) * cin + c) * cout + o];
+                    }
+                }
+            }
+        }
+        let kernel = self.constant(&k.name, &[cout as i64, cin as i64, kh as i64, kw as i64], oihw);
+        let bias = self.constant(&b.name, &[cout as i64], self.model.tensor_values(b));
+        let (sx, sy) = match layer.stride.as_slice() {
+            [] => (1, 1),
+            [sx, sy] => (*sx as i64, *sy as i64),
+            other => return Err(bad(format!("stride {other:?} is not [x, y]"))),
+        };
+        let mut attrs = vec![attr_ints("strides", &[sy, sx]), attr_ints("kernel_shape", &[kh as i64, kw as i64])];
+        match layer.pad.as_slice() {
+            [] => {}
+            [-1] => attrs.push(attr_string("auto_pad", "SAME_UPPER")),
+            [-2] => attrs.push(attr_string("auto_pad", "SAME_LOWER")),
+            [l, t, r, bt] if [*l, *t, *r, *bt].iter().all(|p| *p >= 0) => {
+                attrs.push(attr_ints("pads", &[*t as i64, *l as i64, *bt as i64, *r as i64]))
+            }
+            other => return Err(bad(format!("pad {other:?} is not [left, top, right, bottom] or automatic"))),
+        }
+        let nchw = self.node("Transpose", vec![x.clone()], vec![attr_ints("perm", &[0, 3, 1, 2])], &layer.name);
+        let y = self.node("Conv", vec![nchw, kernel, bias], attrs, &layer.name);
+        Ok(self.node("Transpose", vec![y], vec![attr_ints("perm", &[0, 2, 3, 1])], &layer.name))
+    }
+
+    fn strided_slice(&mut self, layer: &Layer, x: String) -> Result<String, LowerError> {
+        let bad = |detail: String| LowerError::BadLayer { layer: layer.name.clone(), detail };
+        let (starts, ends, steps) = (&layer.pad, &layer.pool, &layer.stride);
+        if starts.len() != 4 || ends.len() != 4 || steps.len() != 4 {
+            return Err(bad(format!("StridedSlice needs 4 starts, ends and strides; has {starts:?} {ends:?} {steps:?}")));
+        }
+        let mut onnx = (vec![], vec![], vec![], vec![]);
+        for axis in 0..4 {
+            let (s, e, st) = (starts[axis] as i64, ends[axis] as i64, steps[axis] as i64);
+            let (from, to) = if s == e {
+                if st == 0 {
+                    (s, if s == -1 { i64::MAX } else { s + 1 })
+                } else {
+                    (0, i64::MAX)
+                }
+            } else if st == 1 {
+                (s, if e == 0 { i64::MAX } else { e })
+            } else {
+                return Err(bad(format!("axis {axis}: slice {s}..{e} step {st} is not supported (unit steps only)")));
+            };
+            onnx.0.push(from);
+            onnx.1.push(to);
+            onnx.2.push(axis as i64);
+            onnx.3.push(1);
+        }
+        let starts = self.constant_i64("starts", &[4], onnx.0);
+        let ends = self.constant_i64("ends", &[4], onnx.1);
+        let axes = self.constant_i64("axes", &[4], onnx.2);
+        let steps = self.constant_i64("steps", &[4], onnx.3);
+        Ok(self.node("Slice", vec![x, starts, ends, axes, steps], vec![], &layer.name))
+    }
+
+    fn random(&mut self, layer: &Layer, x: Option<String>) -> Result<String, LowerError> {
+        let normal = layer.layer_type == LayerType::RandomNormal;
+        let seed = self.options.seed.map(|s| s as f32).unwrap_or_else(|| layer.pad.first().map_or(1337.0, |s| *s as f32));
+        let (scale, mean) = (layer.alpha, layer.beta);
+        if !layer.pool.is_empty() {
+            let shape: Vec<i64> = layer.pool.iter().map(|d| *d as i64).collect();
+            if self.options.deterministic {
+                let n = shape.iter().product::<i64>().max(0) as usize;
+                let mode = if normal { mean } else { mean + scale * 0.5 };
+                return Ok(self.constant(&layer.name, &shape, vec![mode; n]));
+            }
+            let mut attrs = vec![attr_ints("shape", &shape), attr_float("seed", seed)];
+            attrs.extend(if normal {
+                [attr_float("mean", mean), attr_float("scale", scale)]
+            } else {
+                [attr_float("low", mean), attr_float("high", mean + scale)]
+            });
+            return Ok(self.node(if normal { "RandomNormal" } else { "RandomUniform" }, vec![], attrs, &layer.name));
+        }
+        let x = x.ok_or_else(|| LowerError::BadLayer { layer: layer.name.clone(), detail: "needs an input or a pool shape".into() })?;
+        if self.options.deterministic {
+            let zeros = self.node("Sub", vec![x.clone(), x], vec![], &layer.name);
+            let mode = self.constant("mode", &[], vec![if normal { mean } else { mean + scale * 0.5 }]);
+            return Ok(self.node("Add", vec![zeros, mode], vec![], &layer.name));
+        }
+        let attrs = if normal {
+            vec![attr_float("mean", mean), attr_float("scale", scale), attr_float("seed", seed)]
+        } else {
+            vec![attr_float("low", mean), attr_float("high", mean + scale), attr_float("seed", seed)]
+        };
+        Ok(self.node(if normal { "RandomNormalLike" } else { "RandomUniformLike" }, vec![x], attrs, &layer.name))
+    }
+
+    fn layer(&mut self, layer: &Layer) -> Result<(), LowerError> {
+        use LayerType as T;
+        if layer.layer_type == T::Load {
+            for t in &layer.tensors {
+                let v = self.tensor_constant(t);
+                let key = if layer.tensors.len() == 1 { layer.name.clone() } else { t.name.clone() };
+                self.values.insert(key, v);
+            }
+            return Ok(());
+        }
+        let inputs: Vec<String> = layer.inputs.iter().map(|i| self.resolve(layer, i)).collect::<Result<_, _>>()?;
+        let mut args = inputs.clone();
+        let own_tensors_are_args = !matches!(layer.layer_type, T::Dense | T::Conv2D);
+        if own_tensors_are_args {
+            for t in &layer.tensors {
+                let v = self.tensor_constant(t);
+                args.push(v);
+            }
+        }
+        let first = || {
+            args.first().cloned().ok_or_else(|| LowerError::BadLayer { layer: layer.name.clone(), detail: "no input".into() })
+        };
+        let name = layer.name.as_str();
+        let mut out = match layer.layer_type {
+            T::Nop | T::Dropout => self.node("Identity", vec![first()?], vec![], name),
+            T::Dense => self.dense(layer, &inputs)?,
+            T::Conv2D => self.conv(layer, &inputs)?,
+            T::Activation => self.activation(layer, layer.activation, first()?)?,
+            T::Add | T::Sub | T::Mul | T::Div | T::Pow | T::Min | T::Max | T::Mean => {
+                if args.len() < 2 {
+                    return Err(LowerError::BadLayer { layer: layer.name.clone(), detail: "needs at least 2 arguments".into() });
+                }
+                let op = match layer.layer_type {
+                    T::Add | T::Mean => "Add",
+                    T::Sub => "Sub",
+                    T::Mul => "Mul",
+                    T::Div => "Div",
+                    T::Pow => "Pow",
+                    T::Min => "Min",
+                    _ => "Max",
+                };
+                let mut acc = args[0].clone();
+                for a in &args[1..] {
+                    acc = self.node(op, vec![acc, a.clone()], vec![], name);
+                }
+                if layer.layer_type == T::Mean {
+                    let n = self.constant("count", &[], vec![args.len() as f32]);
+                    acc = self.node("Div", vec![acc, n], vec![], name);
+                }
+                acc
+            }
+            T::ReduceSum | T::ReduceMean | T::ReduceMax | T::ReduceMin | T::ReduceProd => {
+                let op = format!("{:?}", layer.layer_type);
+                let axis = self.axis(layer)?;
+                self.node(&op, vec![first()?], vec![attr_ints("axes", &[axis]), attr_int("keepdims", 1)], name)
+            }
+            T::Concat => {
+                let axis = self.axis(layer)?;
+                self.node("Concat", args.clone(), vec![attr_int("axis", axis)], name)
+            }
+            T::StridedSlice => self.strided_slice(layer, first()?)?,
+            T::Flatten => {
+                let f = self.flat(first()?, name);
+                self.unflat(f, name)
+            }
+            T::Reshape => {
+                let shape = if layer.pool.is_empty() {
+                    let other = args.get(1).cloned().ok_or_else(|| LowerError::BadLayer {
+                        layer: layer.name.clone(),
+                        detail: "Reshape without a target shape or a second input".into(),
+                    })?;
+                    self.node("Shape", vec![other], vec![], name)
+                } else {
+                    let dims: Vec<i64> = layer.pool.iter().map(|d| *d as i64).collect();
+                    self.constant_i64("shape", &[dims.len() as i64], dims)
+                };
+                self.node("Reshape", vec![first()?, shape], vec![], name)
+            }
+            T::OneHot => {
+                let depth = *layer.pool.first().ok_or_else(|| LowerError::BadLayer {
+                    layer: layer.name.clone(),
+                    detail: "OneHot without a depth in pool".into(),
+                })? as i64;
+                let f = self.flat(first()?, name);
+                let indices = self.node("Cast", vec![f], vec![attr_int("to", INT64 as i64)], name);
+                let depth = self.constant_i64("depth", &[], vec![depth]);
+                let values = self.constant("values", &[2], vec![layer.beta, layer.alpha]);
+                let h = self.node("OneHot", vec![indices, depth, values], vec![attr_int("axis", -1)], name);
+                self.node("Unsqueeze", vec![h], vec![attr_ints("axes", &[1])], name)
+            }
+            T::RandomNormal | T::RandomUniform => self.random(layer, args.first().cloned())?,
+            other => return Err(LowerError::UnsupportedLayer { layer: layer.name.clone(), kind: format!("{other:?}") }),
+        };
+        if layer.layer_type != T::Activation && layer.activation != Activation::None {
+            out = self.activation(layer, layer.activation, out)?;
+        }
+        self.values.insert(layer.name.clone(), out);
+        Ok(())
+    }
+}
+
+/// Lowers a model into an ONNX graph whose inputs are the model's inputs and memory inputs
+/// (rank 4, batch symbolic) and whose outputs are the model's outputs then its memory
+/// outputs, under their `.nn` names.
+pub fn to_onnx(model: &NnModel, options: LowerOptions) -> Result<ModelProto, LowerError> {
+    let mut b = Builder {
+        model,
+        options,
+        format: model.format_version(),
+        nodes: vec![],
+        initializers: vec![],
+        values: HashMap::new(),
+        counter: 0,
+    };
+    let mut inputs = vec![];
+    for input in &model.inputs {
+        b.values.insert(input.name.clone(), input.name.clone());
+        inputs.push(value_info(&input.name, &input.shape));
+    }
+    for m in &model.memories {
+        let mut shape = m.shape.clone();
+        if let Some(first) = shape.first_mut() {
+            *first = -1; // one memory row per agent
+        }
+        b.values.insert(m.input.clone(), m.input.clone());
+        inputs.push(value_info(&m.input, &shape));
+    }
+    for layer in &model.layers {
+        b.layer(layer)?;
+    }
+    let mut outputs = vec![];
+    let wanted: Vec<&String> = model.outputs.iter().chain(model.memories.iter().map(|m| &m.output)).collect();
+    for name in wanted {
+        if outputs.iter().any(|o: &ValueInfoProto| &o.name == name) {
+            continue;
+        }
+        let value = b.values.get(name).cloned().ok_or_else(|| LowerError::UnknownOutput(name.clone()))?;
+        b.nodes.push(NodeProto {
+            input: vec![value],
+            output: vec![name.clone()],
+            name: format!("{name}#output"),
+            op_type: "Identity".into(),
+            ..Default::default()
+        });
+        outputs.push(ValueInfoProto { name: name.clone(), ..Default::default() });
+    }
+    Ok(ModelProto {
+        ir_version: 6,
+        opset_import: vec![OperatorSetIdProto { domain: String::new(), version: OPSET }],
+        producer_name: "mlagents-rs barracuda lowering".into(),
+        graph: Some(GraphProto {
+            node: b.nodes,
+            name: "barracuda".into(),
+            initializer: b.initializers,
+            input: inputs,
+            output: outputs,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
