@@ -320,7 +320,10 @@ impl Builder<'_> {
 
     fn random(&mut self, layer: &Layer, x: Option<String>) -> Result<String, LowerError> {
         let normal = layer.layer_type == LayerType::RandomNormal;
-        let seed = self.options.seed.map(|s| s as f32).unwrap_or_else(|| layer.pad.first().map_or(1337.0, |s| *s as f32));
+        // Barracuda seeds a stream once (pad[0]) and continues it; tract restarts a seeded op at
+        // every run, so the file's seed is not pinned: only an explicit seed is (repeatable
+        // draws, for tests).
+        let seed: Vec<AttributeProto> = self.options.seed.map(|s| attr_float("seed", s as f32)).into_iter().collect();
         let (scale, mean) = (layer.alpha, layer.beta);
         if !layer.pool.is_empty() {
             let shape: Vec<i64> = layer.pool.iter().map(|d| *d as i64).collect();
@@ -329,7 +332,8 @@ impl Builder<'_> {
                 let mode = if normal { mean } else { mean + scale * 0.5 };
                 return Ok(self.constant(&layer.name, &shape, vec![mode; n]));
             }
-            let mut attrs = vec![attr_ints("shape", &shape), attr_float("seed", seed)];
+            let mut attrs = vec![attr_ints("shape", &shape)];
+            attrs.extend(seed);
             attrs.extend(if normal {
                 [attr_float("mean", mean), attr_float("scale", scale)]
             } else {
@@ -343,11 +347,12 @@ impl Builder<'_> {
             let mode = self.constant("mode", &[], vec![if normal { mean } else { mean + scale * 0.5 }]);
             return Ok(self.node("Add", vec![zeros, mode], vec![], &layer.name));
         }
-        let attrs = if normal {
-            vec![attr_float("mean", mean), attr_float("scale", scale), attr_float("seed", seed)]
+        let mut attrs = if normal {
+            vec![attr_float("mean", mean), attr_float("scale", scale)]
         } else {
-            vec![attr_float("low", mean), attr_float("high", mean + scale), attr_float("seed", seed)]
+            vec![attr_float("low", mean), attr_float("high", mean + scale)]
         };
+        attrs.extend(seed);
         Ok(self.node(if normal { "RandomNormalLike" } else { "RandomUniformLike" }, vec![x], attrs, &layer.name))
     }
 

@@ -6,12 +6,19 @@
 //!   the model once on `{"inputs": {"<name>": {"shape": [...], "data": [...]}}}` and prints
 //!   `{"outputs": {...}}` for every output.
 //!
-//! Not built yet: `check` against an environment, playing a live environment.
+//! - `mlagents-run MODEL --env ENV [--episodes N] [--deterministic] [--behavior NAME]` (or
+//!   `mlagents-run play ...`): plays the policy against a live environment (a Unity build,
+//!   `sim:SCENE`, or the Editor when ENV is `editor`) and prints, per behavior, episodes, mean
+//!   and std of the episode reward and decisions per second.
+//!
+//! Not built yet: `check` against an environment.
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use mlagents::barracuda;
-use mlagents::run::{LoadOptions, NamedTensors, OnnxPolicy, Policy, TensorData};
+use mlagents::env::{EnvOptions, UnityEnvironment};
+use mlagents::run::{LoadOptions, NamedTensors, OnnxPolicy, Policy, PolicyDriver, TensorData};
+use mlagents::spec::BehaviorName;
 use serde_json::json;
 use sha2::Digest;
 use std::collections::BTreeMap;
@@ -45,6 +52,80 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Plays the policy against a live environment.
+    Play {
+        model: PathBuf,
+        /// A Unity build, `sim:SCENE`, or `editor`.
+        #[arg(long)]
+        env: String,
+        #[arg(long, default_value_t = 20)]
+        episodes: usize,
+        #[arg(long)]
+        deterministic: bool,
+        /// The behavior to play (default: the only one, or the first by name).
+        #[arg(long)]
+        behavior: Option<String>,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Give up after this many environment steps.
+        #[arg(long, default_value_t = 200_000)]
+        max_steps: usize,
+        /// Default: a free port for `sim:` scenes, 5005 for builds, 5004 for the Editor.
+        #[arg(long)]
+        base_port: Option<u16>,
+        #[arg(long, default_value_t = 60)]
+        timeout_wait: u64,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[allow(clippy::too_many_arguments)]
+fn play(
+    model: &Path,
+    seed: u64,
+    env: &str,
+    behavior: Option<String>,
+    options: LoadOptions,
+    episodes: usize,
+    max_steps: usize,
+    base_port: Option<u16>,
+    timeout_wait: u64,
+) -> Result<serde_json::Value> {
+    let policy = Policy::load(model, options)?;
+    let target = (env != "editor").then(|| env.to_string());
+    let base_port = base_port.or(if env.starts_with(mlagents::env::SIM_PREFIX) { Some(0) } else { None });
+    let mut environment = UnityEnvironment::new(EnvOptions {
+        env: target,
+        base_port,
+        seed: seed as i32,
+        timeout_wait: std::time::Duration::from_secs(timeout_wait),
+        ..Default::default()
+    })?;
+    environment.reset()?;
+    let names = environment.behavior_names();
+    let name = match behavior {
+        Some(b) => names.iter().find(|n| **n == b || BehaviorName::parse(n).name == b).cloned()
+            .with_context(|| format!("no behavior {b:?} in the environment (it has {names:?})"))?,
+        None => names.first().cloned().context("the environment reported no behavior")?,
+    };
+    let spec = environment.behavior_specs()[&name].clone();
+    let mut driver = PolicyDriver::new(policy, &name, &spec, options.deterministic, seed)?;
+    let report = mlagents::run::play(&mut environment, &mut driver, episodes, max_steps)?;
+    environment.close()?;
+    Ok(json!({
+        "model": model.display().to_string(),
+        "env": env,
+        "deterministic": options.deterministic,
+        "behaviors": [{
+            "behavior": report.behavior,
+            "episodes": report.episodes,
+            "mean_reward": report.mean_reward,
+            "std_reward": report.std_reward,
+            "decisions": report.decisions,
+            "decisions_per_second": report.decisions_per_second.round(),
+        }],
+    }))
 }
 
 /// ML-Agents constant outputs (ONNX) or tensors (.nn).
@@ -156,7 +237,16 @@ fn eval(model: &Path, inputs: &Path, options: LoadOptions) -> Result<serde_json:
 }
 
 fn main() {
-    let cli = Cli::parse();
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    // `mlagents-run MODEL --env ENV ...` is short for `mlagents-run play MODEL --env ENV ...`.
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let subcommands = ["inspect", "eval", "play", "help"];
+    if let Some(first) = args.get(1).and_then(|a| a.to_str()) {
+        if !first.starts_with('-') && !subcommands.contains(&first) {
+            args.insert(1, "play".into());
+        }
+    }
+    let cli = Cli::parse_from(args);
     let result = match cli.command {
         Command::Inspect { model, json } => std::fs::read(&model)
             .with_context(|| format!("reading {}", model.display()))
@@ -164,6 +254,13 @@ fn main() {
             .map(|r| print_report(&r, json)),
         Command::Eval { model, inputs, deterministic, seed, json } => {
             eval(&model, &inputs, LoadOptions { deterministic, seed }).map(|r| print_report(&r, json))
+        }
+        Command::Play { model, env, episodes, deterministic, behavior, seed, max_steps, base_port, timeout_wait, json } => {
+            // The in-graph noise is left unseeded: a seeded tract random op repeats the same
+            // draw at every run, where Unity continues one stream. `--seed` seeds the
+            // environment and the sampling of discrete actions.
+            let options = LoadOptions { deterministic, seed: None };
+            play(&model, seed, &env, behavior, options, episodes, max_steps, base_port, timeout_wait).map(|r| print_report(&r, json))
         }
     };
     if let Err(e) = result {

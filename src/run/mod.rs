@@ -5,9 +5,11 @@
 
 mod nn;
 mod onnx;
+mod play;
 mod tensors;
 
 pub use nn::NnPolicy;
+pub use play::{play, PlayError, PlayReport, PolicyDriver};
 pub use onnx::{LoadOptions, OnnxInput, OnnxPolicy};
 pub use tensors::{NamedTensors, TensorData};
 

@@ -25,7 +25,9 @@ pub struct OnnxInput {
 pub struct LoadOptions {
     /// Replace in-graph sampling by its mode: noise by zero, multinomial draws by argmax.
     pub deterministic: bool,
-    /// Seed of the in-graph random ops (their own seed otherwise).
+    /// Seed of the in-graph random ops (their own seed otherwise). tract restarts a seeded op
+    /// at every run, so a seed gives the same draw each run: for repeatable evaluations, not
+    /// for playing episodes.
     pub seed: Option<u32>,
 }
 
