@@ -11,13 +11,15 @@
 //!   `sim:SCENE`, or the Editor when ENV is `editor`) and prints, per behavior, episodes, mean
 //!   and std of the episode reward and decisions per second.
 //!
-//! Not built yet: `check` against an environment.
+//! - `mlagents-run check MODEL --env ENV [--behavior NAME]`: validates the model against the
+//!   environment's behavior specs as Unity's model checker does, listing every violation
+//!   (exit status 1 when there is any).
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use mlagents::barracuda;
 use mlagents::env::{EnvOptions, UnityEnvironment};
-use mlagents::run::{LoadOptions, NamedTensors, OnnxPolicy, Policy, PolicyDriver, TensorData};
+use mlagents::run::{check, LoadOptions, ModelFacts, NamedTensors, OnnxPolicy, Policy, PolicyDriver, TensorData};
 use mlagents::spec::BehaviorName;
 use serde_json::json;
 use sha2::Digest;
@@ -52,6 +54,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Validates the model against an environment's behavior specs, as Unity does.
+    Check {
+        model: PathBuf,
+        #[arg(long)]
+        env: String,
+        #[arg(long)]
+        behavior: Option<String>,
+        #[arg(long)]
+        base_port: Option<u16>,
+        #[arg(long, default_value_t = 60)]
+        timeout_wait: u64,
+        #[arg(long)]
+        json: bool,
+    },
     /// Plays the policy against a live environment.
     Play {
         model: PathBuf,
@@ -80,6 +96,53 @@ enum Command {
     },
 }
 
+/// Starts the environment `env` (a build, `sim:SCENE`, or `editor`) and resets it.
+fn start_environment(env: &str, base_port: Option<u16>, seed: u64, timeout_wait: u64) -> Result<UnityEnvironment> {
+    let target = (env != "editor").then(|| env.to_string());
+    let base_port = base_port.or(if env.starts_with(mlagents::env::SIM_PREFIX) { Some(0) } else { None });
+    let mut environment = UnityEnvironment::new(EnvOptions {
+        env: target,
+        base_port,
+        seed: seed as i32,
+        timeout_wait: std::time::Duration::from_secs(timeout_wait),
+        ..Default::default()
+    })?;
+    environment.reset()?;
+    Ok(environment)
+}
+
+/// The behavior named `wanted` (full name or plain name), or the first one.
+fn pick_behavior(environment: &UnityEnvironment, wanted: Option<String>) -> Result<String> {
+    let names = environment.behavior_names();
+    match wanted {
+        Some(b) => names
+            .iter()
+            .find(|n| **n == b || BehaviorName::parse(n).name == b)
+            .cloned()
+            .with_context(|| format!("no behavior {b:?} in the environment (it has {names:?})")),
+        None => names.first().cloned().context("the environment reported no behavior"),
+    }
+}
+
+fn check_model(model: &Path, env: &str, behavior: Option<String>, base_port: Option<u16>, timeout_wait: u64) -> Result<(serde_json::Value, bool)> {
+    let policy = Policy::load(model, LoadOptions { deterministic: true, seed: None })?;
+    let facts = ModelFacts::of(&policy)?;
+    let mut environment = start_environment(env, base_port, 0, timeout_wait)?;
+    let names = match behavior {
+        Some(_) => vec![pick_behavior(&environment, behavior)?],
+        None => environment.behavior_names(),
+    };
+    let mut clean = true;
+    let mut reports = vec![];
+    for name in names {
+        let violations = check(&facts, &environment.behavior_specs()[&name]);
+        clean &= violations.is_empty();
+        reports.push(json!({"behavior": name, "violations": violations}));
+    }
+    environment.close()?;
+    Ok((json!({"model": model.display().to_string(), "env": env, "checks": reports}), clean))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn play(
     model: &Path,
@@ -93,22 +156,8 @@ fn play(
     timeout_wait: u64,
 ) -> Result<serde_json::Value> {
     let policy = Policy::load(model, options)?;
-    let target = (env != "editor").then(|| env.to_string());
-    let base_port = base_port.or(if env.starts_with(mlagents::env::SIM_PREFIX) { Some(0) } else { None });
-    let mut environment = UnityEnvironment::new(EnvOptions {
-        env: target,
-        base_port,
-        seed: seed as i32,
-        timeout_wait: std::time::Duration::from_secs(timeout_wait),
-        ..Default::default()
-    })?;
-    environment.reset()?;
-    let names = environment.behavior_names();
-    let name = match behavior {
-        Some(b) => names.iter().find(|n| **n == b || BehaviorName::parse(n).name == b).cloned()
-            .with_context(|| format!("no behavior {b:?} in the environment (it has {names:?})"))?,
-        None => names.first().cloned().context("the environment reported no behavior")?,
-    };
+    let mut environment = start_environment(env, base_port, seed, timeout_wait)?;
+    let name = pick_behavior(&environment, behavior)?;
     let spec = environment.behavior_specs()[&name].clone();
     let mut driver = PolicyDriver::new(policy, &name, &spec, options.deterministic, seed)?;
     let report = mlagents::run::play(&mut environment, &mut driver, episodes, max_steps)?;
@@ -240,7 +289,7 @@ fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     // `mlagents-run MODEL --env ENV ...` is short for `mlagents-run play MODEL --env ENV ...`.
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let subcommands = ["inspect", "eval", "play", "help"];
+    let subcommands = ["inspect", "eval", "check", "play", "help"];
     if let Some(first) = args.get(1).and_then(|a| a.to_str()) {
         if !first.starts_with('-') && !subcommands.contains(&first) {
             args.insert(1, "play".into());
@@ -254,6 +303,14 @@ fn main() {
             .map(|r| print_report(&r, json)),
         Command::Eval { model, inputs, deterministic, seed, json } => {
             eval(&model, &inputs, LoadOptions { deterministic, seed }).map(|r| print_report(&r, json))
+        }
+        Command::Check { model, env, behavior, base_port, timeout_wait, json } => {
+            check_model(&model, &env, behavior, base_port, timeout_wait).map(|(r, clean)| {
+                print_report(&r, json);
+                if !clean {
+                    std::process::exit(1);
+                }
+            })
         }
         Command::Play { model, env, episodes, deterministic, behavior, seed, max_steps, base_port, timeout_wait, json } => {
             // The in-graph noise is left unseeded: a seeded tract random op repeats the same

@@ -3,11 +3,13 @@
 //!
 //! `.nn` models are read by [`crate::barracuda`] and lowered onto tract ([`NnPolicy`]).
 
+mod check;
 mod nn;
 mod onnx;
 mod play;
 mod tensors;
 
+pub use check::{check, ModelFacts};
 pub use nn::NnPolicy;
 pub use play::{play, PlayError, PlayReport, PolicyDriver};
 pub use onnx::{LoadOptions, OnnxInput, OnnxPolicy};

@@ -1,0 +1,236 @@
+//! Checking a policy against a behavior spec as Unity's model checkers do (barracuda-nn.md
+//! §10-11 for `.nn` and the legacy interface, onnx-export.md §7 for ONNX version 3), listing
+//! every violation at once.
+
+use super::{NamedTensors, Policy, RunError, TensorData};
+use crate::spec::BehaviorSpec;
+use std::collections::BTreeMap;
+
+/// What the checks need to know about a model.
+#[derive(Debug, Clone, Default)]
+pub struct ModelFacts {
+    /// Input names and dims without the batch (-1 = symbolic).
+    pub inputs: Vec<(String, Vec<i64>)>,
+    pub outputs: Vec<String>,
+    /// ML-Agents constants found in the model, flattened.
+    pub constants: BTreeMap<String, Vec<f32>>,
+    /// `.nn` memory inputs and outputs.
+    pub memory_inputs: Vec<String>,
+    pub memory_outputs: Vec<String>,
+}
+
+const CONSTANTS: &[&str] = &[
+    "version_number",
+    "memory_size",
+    "is_continuous_control",
+    "action_output_shape",
+    "continuous_action_output_shape",
+    "discrete_action_output_shape",
+];
+
+impl ModelFacts {
+    /// Reads the facts: `.nn` constants from the file; ONNX constants from one run at batch 1
+    /// on neutral inputs (they are graph outputs).
+    pub fn of(policy: &Policy) -> Result<Self, RunError> {
+        Ok(match policy {
+            Policy::Nn(p) => {
+                let m = p.model();
+                let mut inputs: Vec<(String, Vec<i64>)> =
+                    m.inputs.iter().map(|i| (i.name.clone(), i.shape.iter().skip(1).map(|d| *d as i64).collect())).collect();
+                inputs.extend(m.memories.iter().map(|mem| (mem.input.clone(), vec![1, 1, mem.shape[3] as i64])));
+                Self {
+                    inputs,
+                    outputs: m.outputs.clone(),
+                    constants: CONSTANTS
+                        .iter()
+                        .filter_map(|c| m.tensor(c).map(|t| (c.to_string(), m.tensor_values(t))))
+                        .collect(),
+                    memory_inputs: m.memories.iter().map(|mem| mem.input.clone()).collect(),
+                    memory_outputs: m.memories.iter().map(|mem| mem.output.clone()).collect(),
+                }
+            }
+            Policy::Onnx(p) => {
+                let neutral: NamedTensors = p
+                    .inputs()
+                    .iter()
+                    .map(|i| {
+                        let shape: Vec<usize> = i.dims.iter().map(|d| d.unwrap_or(1)).collect();
+                        let fill = if i.name == "action_masks" { 1.0 } else { 0.0 };
+                        let n = shape.iter().product();
+                        (i.name.clone(), TensorData { shape, data: vec![fill; n] })
+                    })
+                    .collect();
+                let outputs = p.run(&neutral)?;
+                Self {
+                    inputs: p
+                        .inputs()
+                        .iter()
+                        .map(|i| (i.name.clone(), i.dims.iter().skip(1).map(|d| d.map_or(-1, |v| v as i64)).collect()))
+                        .collect(),
+                    outputs: p.outputs().to_vec(),
+                    constants: CONSTANTS
+                        .iter()
+                        .filter_map(|c| outputs.get(*c).map(|t| (c.to_string(), t.data.clone())))
+                        .collect(),
+                    memory_inputs: vec![],
+                    memory_outputs: vec![],
+                }
+            }
+        })
+    }
+
+    fn constant(&self, name: &str) -> Option<f32> {
+        self.constants.get(name).and_then(|v| v.first()).copied()
+    }
+
+    fn has_output(&self, name: &str) -> bool {
+        self.outputs.iter().any(|o| o == name)
+    }
+
+    fn input(&self, name: &str) -> Option<&Vec<i64>> {
+        self.inputs.iter().find(|(n, _)| n == name).map(|(_, d)| d)
+    }
+}
+
+/// Every way the model fails Unity's checks for this behavior (empty = loadable).
+pub fn check(model: &ModelFacts, spec: &BehaviorSpec) -> Vec<String> {
+    let mut v = Vec::new();
+    let actions = &spec.action_spec;
+    let branches: Vec<f32> = actions.discrete_branches.iter().map(|b| *b as f32).collect();
+    let version = model.constant("version_number");
+    match version {
+        None => v.push("required constant version_number was not found".to_string()),
+        Some(x) if x != 2.0 && x != 3.0 => v.push(format!("version_number is {x}; Unity loads 2 or 3")),
+        _ => {}
+    }
+    let memory = model.constant("memory_size");
+    if memory.is_none() {
+        v.push("required constant memory_size was not found".into());
+    }
+    let memory = memory.unwrap_or(0.0);
+    let action_outputs = ["action", "continuous_actions", "discrete_actions", "deterministic_continuous_actions", "deterministic_discrete_actions"];
+    if !action_outputs.iter().any(|o| model.has_output(o)) {
+        v.push(format!("no action output (one of {action_outputs:?})"));
+    }
+    let modern = model.has_output("continuous_actions") || model.has_output("discrete_actions");
+    let discrete_model;
+    if modern {
+        let continuous = if model.has_output("continuous_actions") { model.constant("continuous_action_output_shape") } else { Some(0.0) };
+        match continuous {
+            None => v.push("continuous_actions is an output but continuous_action_output_shape is missing".into()),
+            Some(c) if c as usize != actions.continuous_size => v.push(format!(
+                "the model has {c} continuous actions, the behavior {}",
+                actions.continuous_size
+            )),
+            _ => {}
+        }
+        let discrete = if model.has_output("discrete_actions") { model.constants.get("discrete_action_output_shape").cloned() } else { Some(vec![]) };
+        match discrete {
+            None => v.push("discrete_actions is an output but discrete_action_output_shape is missing".into()),
+            Some(d) => {
+                // Version 3 lists the branch sizes; version 2 gives their sum.
+                let fits = if version == Some(3.0) { d == branches } else { d.first().copied().unwrap_or(0.0) == branches.iter().sum::<f32>() };
+                if !fits {
+                    v.push(format!("the model's discrete branches {d:?} differ from the behavior's {:?}", actions.discrete_branches));
+                }
+            }
+        }
+        discrete_model = model.has_output("discrete_actions");
+    } else {
+        let kind = model.constant("is_continuous_control");
+        let size = model.constant("action_output_shape");
+        if kind.is_none() || size.is_none() {
+            v.push("a model without continuous_actions/discrete_actions needs is_continuous_control and action_output_shape".into());
+        }
+        if !model.has_output("action") {
+            v.push("the model has no output named action".into());
+        }
+        discrete_model = kind == Some(0.0);
+        match (kind, size) {
+            (Some(1.0), Some(s)) => {
+                if !actions.discrete_branches.is_empty() || s as usize != actions.continuous_size {
+                    v.push(format!("the model has {s} continuous actions; the behavior has {actions}"));
+                }
+            }
+            (Some(0.0), Some(s)) => {
+                if actions.continuous_size > 0 || s != branches.iter().sum::<f32>() {
+                    v.push(format!("the model has discrete actions of total size {s}; the behavior has {actions}"));
+                }
+            }
+            (Some(other), _) => v.push(format!("is_continuous_control is {other}: cannot infer the type of control")),
+            _ => {}
+        }
+    }
+    if discrete_model && model.input("action_masks").is_none() {
+        v.push("a discrete model needs the input action_masks".into());
+    }
+    if let Some(d) = model.input("action_masks") {
+        let width = *d.last().unwrap_or(&0);
+        if width >= 0 && width as usize != actions.mask_len() && actions.mask_len() > 0 {
+            v.push(format!("action_masks has width {width}, the behavior's branches sum to {}", actions.mask_len()));
+        }
+    }
+    // Inputs.
+    let observations = &spec.observation_specs;
+    let vector_size: usize = observations.iter().filter(|o| o.shape.len() == 1).map(|o| o.shape[0]).sum();
+    let visual: Vec<&Vec<usize>> = observations.iter().filter(|o| o.shape.len() == 3).map(|o| &o.shape).collect();
+    let image_fits = |dims: &[i64], hwc: &[usize]| {
+        let hwc: Vec<i64> = hwc.iter().map(|d| *d as i64).collect();
+        let chw = [hwc[2], hwc[0], hwc[1]];
+        dims == hwc.as_slice() || dims == chw.as_slice()
+    };
+    for (name, dims) in &model.inputs {
+        let last = dims.last().copied().unwrap_or(-1);
+        if let Some(i) = name.strip_prefix("obs_").and_then(|k| k.parse::<usize>().ok()) {
+            match observations.get(i) {
+                None => v.push(format!("input {name}: the behavior has only {} observations", observations.len())),
+                Some(o) => {
+                    let ok = match o.shape.len() {
+                        3 => image_fits(dims, &o.shape),
+                        _ => dims.iter().zip(&o.shape).all(|(d, s)| *d < 0 || *d as usize == *s) && dims.len() == o.shape.len(),
+                    };
+                    if !ok {
+                        v.push(format!("input {name} has shape {dims:?}, observation {i} is {:?}", o.shape));
+                    }
+                }
+            }
+        } else if name == "vector_observation" {
+            if last >= 0 && last as usize != vector_size {
+                v.push(format!("vector_observation has size {last}, the behavior's vector observations sum to {vector_size}"));
+            }
+        } else if let Some(k) = name.strip_prefix("visual_observation_").and_then(|k| k.parse::<usize>().ok()) {
+            match visual.get(k) {
+                None => v.push(format!("input {name}: the behavior has only {} visual observations", visual.len())),
+                Some(hwc) => {
+                    if !image_fits(dims, hwc) {
+                        v.push(format!("input {name} has shape {dims:?}, the camera is {hwc:?} (H, W, C)"));
+                    }
+                }
+            }
+        } else if name == "prev_action" {
+            if last >= 0 && last as usize != actions.discrete_size() {
+                v.push(format!("prev_action has size {last}, the behavior has {} branches", actions.discrete_size()));
+            }
+        } else if !matches!(name.as_str(), "action_masks" | "recurrent_in" | "epsilon" | "sequence_length")
+            && !model.memory_inputs.contains(name)
+        {
+            v.push(format!("the model contains an unexpected input named {name:?}"));
+        }
+    }
+    if version == Some(3.0) {
+        for i in 0..observations.len() {
+            if model.input(&format!("obs_{i}")).is_none() {
+                v.push(format!("the model has no input obs_{i} for observation {i}"));
+            }
+        }
+    }
+    if memory > 0.0 {
+        if version == Some(3.0) && model.input("recurrent_in").is_none() {
+            v.push("memory_size > 0 but the model has no input recurrent_in".into());
+        }
+        if model.memory_outputs.is_empty() && !model.has_output("recurrent_out") {
+            v.push("memory_size > 0 but the model has no output recurrent_out".into());
+        }
+    }
+    v
+}
