@@ -10,8 +10,9 @@ use std::sync::Mutex;
 use tract_onnx::pb::{self, ModelProto};
 use tract_onnx::prelude::*;
 
-/// An optimized, runnable plan.
-type Plan = std::sync::Arc<tract_onnx::tract_core::plan::SimplePlan<TypedFact, Box<dyn TypedOp>>>;
+/// A running state of an optimized plan, kept between runs: no per-run allocation, and
+/// random ops continue their stream (as Barracuda's worker does) instead of restarting it.
+type PlanState = tract_onnx::tract_core::model::TypedSimpleState;
 
 /// A declared graph input: name and dims (`None` = symbolic, e.g. the batch).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,7 +38,7 @@ pub struct OnnxPolicy {
     proto: ModelProto,
     inputs: Vec<OnnxInput>,
     outputs: Vec<String>,
-    plans: Mutex<HashMap<usize, Plan>>,
+    states: Mutex<HashMap<usize, PlanState>>,
 }
 
 impl OnnxPolicy {
@@ -67,7 +68,7 @@ impl OnnxPolicy {
             .map(|i| OnnxInput { name: i.name.clone(), dims: input_dims(i) })
             .collect();
         let outputs = graph.output.iter().map(|o| o.name.clone()).collect();
-        Ok(Self { path: label.into(), proto, inputs, outputs, plans: Mutex::new(HashMap::new()) })
+        Ok(Self { path: label.into(), proto, inputs, outputs, states: Mutex::new(HashMap::new()) })
     }
 
     pub fn inputs(&self) -> &[OnnxInput] {
@@ -84,20 +85,15 @@ impl OnnxPolicy {
         &self.proto
     }
 
-    fn plan(&self, shapes: &[Vec<usize>]) -> Result<Plan, RunError> {
-        let batch = shapes.first().and_then(|s| s.first()).copied().unwrap_or(1);
-        let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(p) = plans.get(&batch) {
-            return Ok(p.clone());
-        }
+    /// Builds the optimized plan for one set of input shapes (one per batch size).
+    fn build_state(&self, shapes: &[Vec<usize>], batch: usize) -> Result<PlanState, RunError> {
         let fail = |e: TractError| RunError::Plan { path: self.path.clone(), batch, detail: format!("{e:#}") };
         let mut model = tract_onnx::onnx().model_for_proto_model(&self.proto).map_err(fail)?;
         for (i, shape) in shapes.iter().enumerate() {
             model.set_input_fact(i, InferenceFact::dt_shape(f32::datum_type(), shape.clone())).map_err(fail)?;
         }
         let plan = model.into_optimized().and_then(|m| m.into_runnable()).map_err(fail)?;
-        plans.insert(batch, plan.clone());
-        Ok(plan)
+        PlanState::new(&plan).map_err(fail)
     }
 
     /// Runs the model. Every declared input must be given; its shape must agree with the
@@ -129,9 +125,15 @@ impl OnnxPolicy {
                 return Err(RunError::BadInput { name: name.clone(), detail: "the model has no such input".into() });
             }
         }
-        let plan = self.plan(&shapes)?;
+        let batch = shapes.first().and_then(|s| s.first()).copied().unwrap_or(1);
         let eval = |e: TractError| RunError::Eval { path: self.path.clone(), detail: format!("{e:#}") };
-        let results = plan.run(values).map_err(eval)?;
+        let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        if !states.contains_key(&batch) {
+            let state = self.build_state(&shapes, batch)?;
+            states.insert(batch, state);
+        }
+        let state = states.get_mut(&batch).expect("inserted above");
+        let results = state.run(values).map_err(eval)?;
         let mut out = NamedTensors::new();
         for (name, value) in self.outputs.iter().zip(results.iter()) {
             let floats = value.cast_to::<f32>().map_err(eval)?;
