@@ -77,3 +77,16 @@ fn bad_inputs_and_files_are_clear_errors() {
     let e = OnnxPolicy::load(&nn, LoadOptions::default()).err().expect("not onnx").to_string();
     assert!(e.contains("not an ONNX model"), "{e}");
 }
+
+#[test]
+fn seeded_noise_is_repeatable_per_policy_and_continues_between_runs() {
+    let path = models_dir().join("onnx/3DBall.onnx");
+    let load = || OnnxPolicy::load(&path, LoadOptions { deterministic: false, seed: Some(11) }).unwrap();
+    let (a, b) = (load(), load());
+    let inputs = neutral_inputs(&a, 2);
+    let a1 = a.run(&inputs).unwrap()["continuous_actions"].data.clone();
+    let a2 = a.run(&inputs).unwrap()["continuous_actions"].data.clone();
+    let b1 = b.run(&inputs).unwrap()["continuous_actions"].data.clone();
+    assert_ne!(a1, a2, "the noise stream continues from one decision to the next");
+    assert_eq!(a1, b1, "the same seed gives the same stream");
+}

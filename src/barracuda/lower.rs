@@ -36,7 +36,7 @@ pub enum LowerError {
 pub struct LowerOptions {
     /// RandomNormal/RandomUniform produce their mean (noise 0).
     pub deterministic: bool,
-    /// Seed of the random layers (their own `pad[0]` otherwise).
+    /// Seed of the random layers (their own `pad[0]`, as in Barracuda, otherwise).
     pub seed: Option<u32>,
 }
 
@@ -320,10 +320,10 @@ impl Builder<'_> {
 
     fn random(&mut self, layer: &Layer, x: Option<String>) -> Result<String, LowerError> {
         let normal = layer.layer_type == LayerType::RandomNormal;
-        // Barracuda seeds a stream once (pad[0]) and continues it; tract restarts a seeded op at
-        // every run, so the file's seed is not pinned: only an explicit seed is (repeatable
-        // draws, for tests).
-        let seed: Vec<AttributeProto> = self.options.seed.map(|s| attr_float("seed", s as f32)).into_iter().collect();
+        // Barracuda seeds the stream once with pad[0] (1337 without pad) and continues it; the
+        // runner keeps tract's state between runs, so a seeded op does the same.
+        let seed = self.options.seed.map(|s| s as f32).unwrap_or_else(|| layer.pad.first().map_or(1337.0, |s| *s as f32));
+        let seed = vec![attr_float("seed", seed)];
         let (scale, mean) = (layer.alpha, layer.beta);
         if !layer.pool.is_empty() {
             let shape: Vec<i64> = layer.pool.iter().map(|d| *d as i64).collect();

@@ -313,10 +313,9 @@ fn main() {
             })
         }
         Command::Play { model, env, episodes, deterministic, behavior, seed, max_steps, base_port, timeout_wait, json } => {
-            // The in-graph noise is left unseeded: a seeded tract random op repeats the same
-            // draw at every run, where Unity continues one stream. `--seed` seeds the
-            // environment and the sampling of discrete actions.
-            let options = LoadOptions { deterministic, seed: None };
+            // `--seed` seeds the in-graph noise, the sampling of discrete actions and the
+            // environment.
+            let options = LoadOptions { deterministic, seed: Some(seed as u32) };
             play(&model, seed, &env, behavior, options, episodes, max_steps, base_port, timeout_wait).map(|r| print_report(&r, json))
         }
     };

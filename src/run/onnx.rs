@@ -26,9 +26,8 @@ pub struct OnnxInput {
 pub struct LoadOptions {
     /// Replace in-graph sampling by its mode: noise by zero, multinomial draws by argmax.
     pub deterministic: bool,
-    /// Seed of the in-graph random ops (their own seed otherwise). tract restarts a seeded op
-    /// at every run, so a seed gives the same draw each run: for repeatable evaluations, not
-    /// for playing episodes.
+    /// Seed of the in-graph random ops (their own seed otherwise). The stream continues from
+    /// run to run of one policy (one stream per batch size).
     pub seed: Option<u32>,
 }
 
