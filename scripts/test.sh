@@ -23,3 +23,6 @@ MODELS=${MLAGENTS_MODELS:-../shared/models}
 
 echo "== peer ONNX parity: our tract runner against onnxruntime on every Unity-trained ONNX model"
 "$VENV/bin/python" tests/peer/peer_onnx_parity.py "$CARGO_TARGET_DIR/debug/mlagents-run" "$MODELS/onnx"
+
+echo "== peer TensorBoard: TensorBoard's own reader reads our event files"
+"$VENV/bin/python" tests/peer/peer_tensorboard.py "$CARGO_TARGET_DIR/debug/examples/tensorboard_events"

@@ -24,6 +24,7 @@ pub mod run;
 pub mod env;
 pub mod sim;
 pub mod spec;
+pub mod train;
 
 /// The generated ML-Agents communicator messages (package `communicator_objects`).
 pub mod proto {

@@ -149,7 +149,8 @@ fn dense_then_swish() {
 #[test]
 fn activations() {
     let x = [0.5f32, 2.0, -0.7];
-    let cases: &[(Activation, fn(f32) -> f32)] = &[
+    type Reference = fn(f32) -> f32;
+    let cases: &[(Activation, Reference)] = &[
         (Activation::None, |v| v),
         (Activation::Relu, |v| v.max(0.0)),
         (Activation::Tanh, f32::tanh),

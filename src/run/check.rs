@@ -148,16 +148,20 @@ pub fn check(model: &ModelFacts, spec: &BehaviorSpec) -> Vec<String> {
         discrete_model = kind == Some(0.0);
         match (kind, size) {
             (Some(1.0), Some(s)) => {
-                if !actions.discrete_branches.is_empty() || s as usize != actions.continuous_size {
+                let fits = actions.discrete_branches.is_empty() && s as usize == actions.continuous_size;
+                if !fits {
                     v.push(format!("the model has {s} continuous actions; the behavior has {actions}"));
                 }
             }
             (Some(0.0), Some(s)) => {
-                if actions.continuous_size > 0 || s != branches.iter().sum::<f32>() {
+                let fits = actions.continuous_size == 0 && s == branches.iter().sum::<f32>();
+                if !fits {
                     v.push(format!("the model has discrete actions of total size {s}; the behavior has {actions}"));
                 }
             }
-            (Some(other), _) => v.push(format!("is_continuous_control is {other}: cannot infer the type of control")),
+            (Some(other), _) if other != 0.0 && other != 1.0 => {
+                v.push(format!("is_continuous_control is {other}: cannot infer the type of control"))
+            }
             _ => {}
         }
     }

@@ -35,6 +35,7 @@ pub enum RunError {
 }
 
 /// A policy in either format.
+#[allow(clippy::large_enum_variant)] // a handful of policies per process
 pub enum Policy {
     Onnx(OnnxPolicy),
     Nn(NnPolicy),

@@ -53,7 +53,7 @@ impl NnPolicy {
                 let n = t.shape.first().copied().unwrap_or(1);
                 let per_row: usize = t.shape.iter().skip(1).product();
                 let (h, w) = (shape[1].max(1) as usize, shape[2].max(1) as usize);
-                if per_row % (h * w) != 0 {
+                if !per_row.is_multiple_of(h * w) {
                     return Err(RunError::BadInput { name: name.clone(), detail: format!("shape {:?} does not fit {shape:?}", t.shape) });
                 }
                 Ok(TensorData { shape: vec![n, h, w, per_row / (h * w)], data: t.data.clone() })

@@ -127,9 +127,9 @@ impl OnnxPolicy {
         let batch = shapes.first().and_then(|s| s.first()).copied().unwrap_or(1);
         let eval = |e: TractError| RunError::Eval { path: self.path.clone(), detail: format!("{e:#}") };
         let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
-        if !states.contains_key(&batch) {
+        if let std::collections::hash_map::Entry::Vacant(e) = states.entry(batch) {
             let state = self.build_state(&shapes, batch)?;
-            states.insert(batch, state);
+            e.insert(state);
         }
         let state = states.get_mut(&batch).expect("inserted above");
         let results = state.run(values).map_err(eval)?;

@@ -1,0 +1,585 @@
+//! `mlagents-learn` configuration: ML-Agents 0.28's YAML (`behaviors:`, `default_settings`,
+//! `env_settings`, `engine_settings`, `environment_parameters`, `checkpoint_settings`,
+//! `torch_settings`, `debug`; training.md §1), resolved with every default filled in.
+//!
+//! Parsing is strict: an unknown key is an error with its line. Keys ML-Agents knows but this
+//! trainer does not implement (SAC, POCA, curiosity, GAIL, RND, behavioral cloning, self-play,
+//! curricula, memory) are errors naming the key and its line, never silently ignored.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Why a configuration cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{file}: {message}")]
+    Parse { file: String, message: String },
+    #[error("{file}, line {line}: {what} is not supported by this trainer yet ({detail})")]
+    Unsupported { file: String, line: usize, what: String, detail: String },
+    #[error("{file}: {message}")]
+    Invalid { file: String, message: String },
+}
+
+/// PPO hyperparameters as the YAML gives them (all optional).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHyperparameters {
+    batch_size: Option<usize>,
+    buffer_size: Option<usize>,
+    learning_rate: Option<f64>,
+    beta: Option<f64>,
+    epsilon: Option<f64>,
+    lambd: Option<f64>,
+    num_epoch: Option<usize>,
+    learning_rate_schedule: Option<Schedule>,
+    beta_schedule: Option<Schedule>,
+    epsilon_schedule: Option<Schedule>,
+    shared_critic: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNetworkSettings {
+    normalize: Option<bool>,
+    hidden_units: Option<usize>,
+    num_layers: Option<usize>,
+    vis_encode_type: Option<VisualEncoder>,
+    memory: Option<serde_norway::Value>,
+    goal_conditioning_type: Option<GoalConditioning>,
+    deterministic: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRewardSignal {
+    gamma: Option<f64>,
+    strength: Option<f64>,
+    network_settings: Option<RawNetworkSettings>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRewardSignals {
+    extrinsic: Option<RawRewardSignal>,
+    curiosity: Option<serde_norway::Value>,
+    gail: Option<serde_norway::Value>,
+    rnd: Option<serde_norway::Value>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTrainerSettings {
+    trainer_type: Option<String>,
+    hyperparameters: Option<RawHyperparameters>,
+    network_settings: Option<RawNetworkSettings>,
+    reward_signals: Option<RawRewardSignals>,
+    init_path: Option<String>,
+    keep_checkpoints: Option<i64>,
+    checkpoint_interval: Option<f64>,
+    max_steps: Option<f64>,
+    time_horizon: Option<usize>,
+    summary_freq: Option<usize>,
+    threaded: Option<bool>,
+    self_play: Option<serde_norway::Value>,
+    behavioral_cloning: Option<serde_norway::Value>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRunConfig {
+    behaviors: Option<BTreeMap<String, RawTrainerSettings>>,
+    default_settings: Option<RawTrainerSettings>,
+    env_settings: Option<EnvSettings>,
+    engine_settings: Option<EngineSettings>,
+    environment_parameters: Option<BTreeMap<String, RawParameter>>,
+    checkpoint_settings: Option<CheckpointSettings>,
+    torch_settings: Option<TorchSettings>,
+    debug: Option<bool>,
+}
+
+/// `linear` or `constant` decay (training.md §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Schedule {
+    Linear,
+    Constant,
+}
+
+/// Visual encoders ML-Agents knows (`vis_encode_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VisualEncoder {
+    Simple,
+    NatureCnn,
+    Resnet,
+    Match3,
+    FullyConnected,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GoalConditioning {
+    Hyper,
+    None,
+}
+
+/// PPO hyperparameters, resolved (training.md §2 defaults).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hyperparameters {
+    pub batch_size: usize,
+    pub buffer_size: usize,
+    pub learning_rate: f64,
+    pub beta: f64,
+    pub epsilon: f64,
+    pub lambd: f64,
+    pub num_epoch: usize,
+    pub shared_critic: bool,
+    pub learning_rate_schedule: Schedule,
+    pub beta_schedule: Schedule,
+    pub epsilon_schedule: Schedule,
+}
+
+/// Network settings, resolved.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NetworkSettings {
+    pub normalize: bool,
+    pub hidden_units: usize,
+    pub num_layers: usize,
+    pub vis_encode_type: VisualEncoder,
+    pub memory: Option<()>,
+    pub goal_conditioning_type: GoalConditioning,
+    pub deterministic: bool,
+}
+
+/// The extrinsic reward signal, resolved.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RewardSignal {
+    pub gamma: f64,
+    pub strength: f64,
+    pub network_settings: NetworkSettings,
+}
+
+/// Everything one behavior's trainer uses, every default filled in.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrainerSettings {
+    pub trainer_type: String,
+    pub hyperparameters: Hyperparameters,
+    pub network_settings: NetworkSettings,
+    pub reward_signals: BTreeMap<String, RewardSignal>,
+    pub init_path: Option<String>,
+    pub keep_checkpoints: i64,
+    pub checkpoint_interval: u64,
+    pub max_steps: u64,
+    pub time_horizon: usize,
+    pub summary_freq: usize,
+    pub threaded: bool,
+}
+
+/// `env_settings`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EnvSettings {
+    pub env_path: Option<String>,
+    pub env_args: Option<Vec<String>>,
+    pub base_port: u16,
+    pub num_envs: usize,
+    pub num_areas: usize,
+    pub seed: i64,
+    pub max_lifetime_restarts: i64,
+    pub restarts_rate_limit_n: i64,
+    pub restarts_rate_limit_period_s: i64,
+}
+
+impl Default for EnvSettings {
+    fn default() -> Self {
+        Self {
+            env_path: None,
+            env_args: None,
+            base_port: 5005,
+            num_envs: 1,
+            num_areas: 1,
+            seed: -1,
+            max_lifetime_restarts: 10,
+            restarts_rate_limit_n: 1,
+            restarts_rate_limit_period_s: 60,
+        }
+    }
+}
+
+/// `engine_settings`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineSettings {
+    pub width: i32,
+    pub height: i32,
+    pub quality_level: i32,
+    pub time_scale: f32,
+    pub target_frame_rate: i32,
+    pub capture_frame_rate: i32,
+    pub no_graphics: bool,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        Self { width: 84, height: 84, quality_level: 5, time_scale: 20.0, target_frame_rate: -1, capture_frame_rate: 60, no_graphics: false }
+    }
+}
+
+/// `checkpoint_settings`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CheckpointSettings {
+    pub run_id: String,
+    pub initialize_from: Option<String>,
+    pub load_model: bool,
+    pub resume: bool,
+    pub force: bool,
+    pub train_model: bool,
+    pub inference: bool,
+    pub results_dir: String,
+}
+
+impl Default for CheckpointSettings {
+    fn default() -> Self {
+        Self {
+            run_id: "ppo".into(),
+            initialize_from: None,
+            load_model: false,
+            resume: false,
+            force: false,
+            train_model: false,
+            inference: false,
+            results_dir: "results".into(),
+        }
+    }
+}
+
+/// `torch_settings`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TorchSettings {
+    pub device: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum RawParameter {
+    Constant(f64),
+    Sampler { sampler_type: String, sampler_parameters: BTreeMap<String, serde_norway::Value> },
+    Curriculum {
+        #[allow(dead_code)] // only its presence matters: curricula are refused
+        curriculum: serde_norway::Value,
+    },
+}
+
+/// An environment parameter: a constant or a sampler (sent on the environment parameters
+/// side channel).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum EnvironmentParameter {
+    Constant(f64),
+    Uniform { min_value: f64, max_value: f64, seed: i32 },
+    Gaussian { mean: f64, st_dev: f64, seed: i32 },
+    MultiRangeUniform { intervals: Vec<(f64, f64)>, seed: i32 },
+}
+
+/// The resolved configuration (ML-Agents' `RunOptions`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunOptions {
+    pub behaviors: BTreeMap<String, TrainerSettings>,
+    pub default_settings: Option<TrainerSettings>,
+    pub env_settings: EnvSettings,
+    pub engine_settings: EngineSettings,
+    pub environment_parameters: BTreeMap<String, EnvironmentParameter>,
+    pub checkpoint_settings: CheckpointSettings,
+    pub torch_settings: TorchSettings,
+    pub debug: bool,
+}
+
+impl RunOptions {
+    /// Parses and resolves a YAML configuration. `file` names it in errors.
+    pub fn from_yaml(text: &str, file: &str) -> Result<Self, ConfigError> {
+        let raw: RawRunConfig = if text.trim().is_empty() {
+            RawRunConfig::default()
+        } else {
+            serde_norway::from_str(text).map_err(|e| ConfigError::Parse { file: file.into(), message: e.to_string() })?
+        };
+        let ctx = Context { text, file };
+        let default_settings = match &raw.default_settings {
+            Some(d) => Some(ctx.resolve("default_settings", d, None)?),
+            None => None,
+        };
+        let mut behaviors = BTreeMap::new();
+        for (name, settings) in raw.behaviors.unwrap_or_default() {
+            behaviors.insert(name.clone(), ctx.resolve(&name, &settings, raw.default_settings.as_ref())?);
+        }
+        let mut environment_parameters = BTreeMap::new();
+        for (key, value) in raw.environment_parameters.unwrap_or_default() {
+            environment_parameters.insert(key.clone(), ctx.parameter(&key, value)?);
+        }
+        Ok(Self {
+            behaviors,
+            default_settings,
+            env_settings: raw.env_settings.unwrap_or_default(),
+            engine_settings: raw.engine_settings.unwrap_or_default(),
+            environment_parameters,
+            checkpoint_settings: raw.checkpoint_settings.unwrap_or_default(),
+            torch_settings: raw.torch_settings.unwrap_or_default(),
+            debug: raw.debug.unwrap_or(false),
+        })
+    }
+
+    /// Reads a configuration file.
+    pub fn from_file(path: &std::path::Path) -> Result<Self, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Parse { file: file.clone(), message: e.to_string() })?;
+        Self::from_yaml(&text, &file)
+    }
+
+    /// The settings for a behavior (by brain name, without `?team=`), or the defaults.
+    pub fn settings_for(&self, brain_name: &str) -> Option<&TrainerSettings> {
+        self.behaviors.get(brain_name).or(self.default_settings.as_ref())
+    }
+
+    /// The resolved configuration as `configuration.yaml` holds it.
+    pub fn to_yaml(&self) -> String {
+        serde_norway::to_string(self).unwrap_or_default()
+    }
+}
+
+struct Context<'a> {
+    text: &'a str,
+    file: &'a str,
+}
+
+impl Context<'_> {
+    /// The 1-based line of the first `key:` at or after the line of `after:` (0 = anywhere).
+    fn line_of(&self, key: &str, after: &str) -> usize {
+        let start = self
+            .text
+            .lines()
+            .position(|l| l.trim_start().starts_with(&format!("{after}:")))
+            .unwrap_or(0);
+        self.text
+            .lines()
+            .enumerate()
+            .skip(start)
+            .find(|(_, l)| l.trim_start().trim_start_matches("- ").starts_with(&format!("{key}:")) || l.contains(&format!(" {key}:")) || l.contains(&format!("{{{key}:")))
+            .map(|(i, _)| i + 1)
+            .unwrap_or(0)
+    }
+
+    fn unsupported(&self, what: &str, key: &str, after: &str, detail: &str) -> ConfigError {
+        ConfigError::Unsupported { file: self.file.into(), line: self.line_of(key, after), what: what.into(), detail: detail.into() }
+    }
+
+    fn resolve(&self, name: &str, s: &RawTrainerSettings, base: Option<&RawTrainerSettings>) -> Result<TrainerSettings, ConfigError> {
+        let empty = RawTrainerSettings::default();
+        let b = base.unwrap_or(&empty);
+        let trainer_type = s.trainer_type.clone().or_else(|| b.trainer_type.clone()).unwrap_or_else(|| "ppo".into());
+        if trainer_type != "ppo" {
+            return Err(self.unsupported(&format!("trainer_type {trainer_type} of {name}"), "trainer_type", name, "only ppo"));
+        }
+        for (key, present) in [
+            ("self_play", s.self_play.is_some() || b.self_play.is_some()),
+            ("behavioral_cloning", s.behavioral_cloning.is_some() || b.behavioral_cloning.is_some()),
+        ] {
+            if present {
+                return Err(self.unsupported(&format!("{key} of {name}"), key, name, "PPO with the extrinsic reward only"));
+            }
+        }
+        let hp_raw = s.hyperparameters.clone().unwrap_or_default();
+        let hb = b.hyperparameters.clone().unwrap_or_default();
+        let lr_schedule = hp_raw.learning_rate_schedule.or(hb.learning_rate_schedule);
+        let hyperparameters = Hyperparameters {
+            batch_size: hp_raw.batch_size.or(hb.batch_size).unwrap_or(1024),
+            buffer_size: hp_raw.buffer_size.or(hb.buffer_size).unwrap_or(10240),
+            learning_rate: hp_raw.learning_rate.or(hb.learning_rate).unwrap_or(3.0e-4),
+            beta: hp_raw.beta.or(hb.beta).unwrap_or(5.0e-3),
+            epsilon: hp_raw.epsilon.or(hb.epsilon).unwrap_or(0.2),
+            lambd: hp_raw.lambd.or(hb.lambd).unwrap_or(0.95),
+            num_epoch: hp_raw.num_epoch.or(hb.num_epoch).unwrap_or(3),
+            shared_critic: hp_raw.shared_critic.or(hb.shared_critic).unwrap_or(false),
+            learning_rate_schedule: lr_schedule.unwrap_or(Schedule::Linear),
+            // A YAML that sets the learning-rate schedule but not these copies it (§1.1).
+            beta_schedule: hp_raw.beta_schedule.or(hb.beta_schedule).or(lr_schedule).unwrap_or(Schedule::Linear),
+            epsilon_schedule: hp_raw.epsilon_schedule.or(hb.epsilon_schedule).or(lr_schedule).unwrap_or(Schedule::Linear),
+        };
+        if hyperparameters.shared_critic {
+            return Err(self.unsupported(&format!("shared_critic of {name}"), "shared_critic", name, "separate actor and critic only"));
+        }
+        let network_settings = self.network(name, s.network_settings.as_ref(), b.network_settings.as_ref())?;
+        let signals = s.reward_signals.clone().or_else(|| b.reward_signals.clone());
+        let mut reward_signals = BTreeMap::new();
+        match signals {
+            None => {
+                reward_signals.insert(
+                    "extrinsic".into(),
+                    RewardSignal { gamma: 0.99, strength: 1.0, network_settings: self.network(name, None, None)? },
+                );
+            }
+            Some(signals) => {
+                for (key, present) in [("curiosity", signals.curiosity.is_some()), ("gail", signals.gail.is_some()), ("rnd", signals.rnd.is_some())] {
+                    if present {
+                        return Err(self.unsupported(&format!("reward signal {key} of {name}"), key, name, "extrinsic only"));
+                    }
+                }
+                if let Some(e) = signals.extrinsic {
+                    reward_signals.insert(
+                        "extrinsic".into(),
+                        RewardSignal {
+                            gamma: e.gamma.unwrap_or(0.99),
+                            strength: e.strength.unwrap_or(1.0),
+                            network_settings: self.network(name, e.network_settings.as_ref(), None)?,
+                        },
+                    );
+                }
+            }
+        }
+        let int = |v: Option<f64>, default: u64| v.map(|x| x.max(0.0) as u64).unwrap_or(default);
+        let settings = TrainerSettings {
+            trainer_type,
+            hyperparameters,
+            network_settings,
+            reward_signals,
+            init_path: s.init_path.clone().or_else(|| b.init_path.clone()),
+            keep_checkpoints: s.keep_checkpoints.or(b.keep_checkpoints).unwrap_or(5),
+            checkpoint_interval: int(s.checkpoint_interval.or(b.checkpoint_interval), 500_000),
+            max_steps: int(s.max_steps.or(b.max_steps), 500_000),
+            time_horizon: s.time_horizon.or(b.time_horizon).unwrap_or(64),
+            summary_freq: s.summary_freq.or(b.summary_freq).unwrap_or(50_000),
+            threaded: s.threaded.or(b.threaded).unwrap_or(false),
+        };
+        let invalid = |message: String| ConfigError::Invalid { file: self.file.into(), message: format!("{name}: {message}") };
+        let h = &settings.hyperparameters;
+        if h.batch_size == 0 || h.buffer_size < h.batch_size {
+            return Err(invalid(format!("buffer_size ({}) must be at least batch_size ({}) and both positive", h.buffer_size, h.batch_size)));
+        }
+        if settings.time_horizon == 0 || settings.summary_freq == 0 || h.num_epoch == 0 {
+            return Err(invalid("time_horizon, summary_freq and num_epoch must be positive".into()));
+        }
+        Ok(settings)
+    }
+
+    fn network(&self, name: &str, s: Option<&RawNetworkSettings>, b: Option<&RawNetworkSettings>) -> Result<NetworkSettings, ConfigError> {
+        let empty = RawNetworkSettings::default();
+        let (s, b) = (s.unwrap_or(&empty), b.unwrap_or(&empty));
+        if s.memory.as_ref().or(b.memory.as_ref()).is_some_and(|m| !m.is_null()) {
+            return Err(self.unsupported(&format!("memory (recurrent networks) of {name}"), "memory", name, "feed-forward networks only"));
+        }
+        Ok(NetworkSettings {
+            normalize: s.normalize.or(b.normalize).unwrap_or(false),
+            hidden_units: s.hidden_units.or(b.hidden_units).unwrap_or(128),
+            num_layers: s.num_layers.or(b.num_layers).unwrap_or(2),
+            vis_encode_type: s.vis_encode_type.or(b.vis_encode_type).unwrap_or(VisualEncoder::Simple),
+            memory: None,
+            goal_conditioning_type: s.goal_conditioning_type.or(b.goal_conditioning_type).unwrap_or(GoalConditioning::Hyper),
+            deterministic: s.deterministic.or(b.deterministic).unwrap_or(false),
+        })
+    }
+
+    fn parameter(&self, key: &str, value: RawParameter) -> Result<EnvironmentParameter, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid { file: self.file.into(), message: format!("environment parameter {key}: {message}") };
+        match value {
+            RawParameter::Constant(v) => Ok(EnvironmentParameter::Constant(v)),
+            RawParameter::Curriculum { .. } => {
+                Err(self.unsupported(&format!("the curriculum of environment parameter {key}"), "curriculum", key, "constants and samplers only"))
+            }
+            RawParameter::Sampler { sampler_type, sampler_parameters: p } => {
+                let number = |k: &str| p.get(k).and_then(|v| v.as_f64()).ok_or_else(|| invalid(format!("{sampler_type} needs a number {k}")));
+                let seed = p.get("seed").and_then(|v| v.as_i64()).unwrap_or(-1) as i32;
+                match sampler_type.as_str() {
+                    "uniform" => Ok(EnvironmentParameter::Uniform { min_value: number("min_value")?, max_value: number("max_value")?, seed }),
+                    "gaussian" => Ok(EnvironmentParameter::Gaussian { mean: number("mean")?, st_dev: number("st_dev")?, seed }),
+                    "multirangeuniform" => {
+                        let intervals = p
+                            .get("intervals")
+                            .and_then(|v| v.as_sequence())
+                            .ok_or_else(|| invalid("multirangeuniform needs intervals".into()))?
+                            .iter()
+                            .map(|pair| {
+                                let pair = pair.as_sequence().filter(|s| s.len() == 2);
+                                pair.and_then(|s| Some((s[0].as_f64()?, s[1].as_f64()?)))
+                                    .ok_or_else(|| invalid("each interval is [min, max]".into()))
+                            })
+                            .collect::<Result<_, _>>()?;
+                        Ok(EnvironmentParameter::MultiRangeUniform { intervals, seed })
+                    }
+                    other => Err(invalid(format!("unknown sampler_type {other:?} (uniform, gaussian, multirangeuniform)"))),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_fill_an_empty_behavior() {
+        let o = RunOptions::from_yaml("behaviors:\n  B: {}\n", "t.yaml").unwrap();
+        let b = &o.behaviors["B"];
+        assert_eq!(b.hyperparameters.batch_size, 1024);
+        assert_eq!(b.max_steps, 500_000);
+        assert_eq!(b.reward_signals["extrinsic"].gamma, 0.99);
+        assert_eq!(o.env_settings.base_port, 5005);
+        assert_eq!(o.checkpoint_settings.run_id, "ppo");
+    }
+
+    #[test]
+    fn schedules_couple_and_max_steps_accepts_floats() {
+        let yaml = "behaviors:\n  B:\n    hyperparameters:\n      learning_rate_schedule: constant\n    max_steps: 5.0e5\n";
+        let b = &RunOptions::from_yaml(yaml, "t.yaml").unwrap().behaviors["B"];
+        assert_eq!(b.hyperparameters.beta_schedule, Schedule::Constant);
+        assert_eq!(b.hyperparameters.epsilon_schedule, Schedule::Constant);
+        assert_eq!(b.max_steps, 500_000);
+    }
+
+    #[test]
+    fn default_settings_merge_field_by_field() {
+        let yaml = "default_settings:\n  hyperparameters: {batch_size: 32, beta: 0.01}\n  max_steps: 1000\nbehaviors:\n  B:\n    hyperparameters: {batch_size: 64}\n";
+        let o = RunOptions::from_yaml(yaml, "t.yaml").unwrap();
+        let b = &o.behaviors["B"];
+        assert_eq!((b.hyperparameters.batch_size, b.hyperparameters.beta, b.max_steps), (64, 0.01, 1000));
+        assert_eq!(o.settings_for("Other").unwrap().hyperparameters.batch_size, 32);
+    }
+
+    #[test]
+    fn unknown_keys_name_the_key_and_line() {
+        let yaml = "behaviors:\n  B:\n    hyperparameters:\n      batch_size: 32\n      bogus_knob: 1\n";
+        let e = RunOptions::from_yaml(yaml, "t.yaml").unwrap_err().to_string();
+        assert!(e.contains("bogus_knob") && e.contains("line 5"), "{e}");
+    }
+
+    #[test]
+    fn unsupported_features_name_the_key_and_line() {
+        let cases = [
+            ("behaviors:\n  B:\n    reward_signals:\n      curiosity:\n        strength: 0.02\n", "curiosity", 4),
+            ("behaviors:\n  B:\n    trainer_type: sac\n", "sac", 3),
+            ("behaviors:\n  B:\n    network_settings:\n      memory: {memory_size: 16, sequence_length: 64}\n", "memory", 4),
+            ("behaviors:\n  B:\n    self_play: {window: 10}\n", "self_play", 3),
+            ("environment_parameters:\n  k:\n    curriculum:\n      - name: a\n", "curriculum", 3),
+        ];
+        for (yaml, what, line) in cases {
+            let e = RunOptions::from_yaml(yaml, "t.yaml").unwrap_err();
+            let text = e.to_string();
+            assert!(text.contains(what) && text.contains(&format!("line {line}")) && text.contains("not supported"), "{text}");
+        }
+    }
+
+    #[test]
+    fn environment_parameters_parse() {
+        let yaml = "environment_parameters:\n  mass: 2.0\n  scale:\n    sampler_type: uniform\n    sampler_parameters: {min_value: 0.5, max_value: 1.5}\n  g:\n    sampler_type: multirangeuniform\n    sampler_parameters: {intervals: [[7, 10], [15, 20]], seed: 3}\n";
+        let p = RunOptions::from_yaml(yaml, "t.yaml").unwrap().environment_parameters;
+        assert_eq!(p["mass"], EnvironmentParameter::Constant(2.0));
+        assert_eq!(p["scale"], EnvironmentParameter::Uniform { min_value: 0.5, max_value: 1.5, seed: -1 });
+        assert_eq!(p["g"], EnvironmentParameter::MultiRangeUniform { intervals: vec![(7.0, 10.0), (15.0, 20.0)], seed: 3 });
+    }
+
+    #[test]
+    fn inconsistent_sizes_are_refused() {
+        let e = RunOptions::from_yaml("behaviors:\n  B:\n    hyperparameters: {batch_size: 64, buffer_size: 32}\n", "t.yaml").unwrap_err();
+        assert!(e.to_string().contains("buffer_size (32)"), "{e}");
+    }
+}
