@@ -1,6 +1,12 @@
 //! Training groundwork that needs no libtorch: the `mlagents-learn` configuration
-//! ([`config`]) and TensorBoard event files ([`tensorboard`]). The PPO trainer itself (tch,
-//! behind the `train` feature) is not built yet.
+//! ([`config`]), hyperparameter schedules ([`schedule`]), trajectory assembly
+//! ([`trajectory`]), GAE ([`gae`]), statistics and console lines ([`stats`]) and TensorBoard
+//! event files ([`tensorboard`]). The networks, optimizer and update loop (tch, behind the
+//! `train` feature) are not built yet.
 
 pub mod config;
+pub mod gae;
+pub mod schedule;
+pub mod stats;
 pub mod tensorboard;
+pub mod trajectory;
