@@ -33,7 +33,8 @@ fn main() {
     for model in models {
         let deterministic = std::env::var_os("DETERMINISTIC").is_some();
         let policy = Policy::load(&model, LoadOptions { deterministic, seed: None }).expect("load");
-        for batch in [1, 12] {
+        let batches: Vec<usize> = std::env::var("BATCHES").ok().map(|b| b.split(',').filter_map(|x| x.parse().ok()).collect()).unwrap_or(vec![1, 12]);
+        for batch in batches {
             let feed = inputs(&policy, batch);
             for _ in 0..2000 {
                 policy.run(&feed).expect("run");

@@ -16,6 +16,7 @@ fn expected(scene: &str) -> Vec<(&'static str, Vec<Vec<usize>>, ActionSpec, usiz
         "Basic" => vec![("Basic?team=0", vec![vec![20]], ActionSpec::discrete(&[3]), 1)],
         "3DBall" => vec![("3DBall?team=0", vec![vec![8]], ActionSpec::continuous(2), 12)],
         "3DBallHard" => vec![("3DBallHard?team=0", vec![vec![27], vec![18]], ActionSpec::continuous(2), 12)],
+        "3DBallHardLegacy" => vec![("3DBallHard?team=0", vec![vec![45]], ActionSpec::continuous(2), 12)],
         "GridWorld" => vec![("GridWorld?team=0", vec![vec![64, 84, 3]], ActionSpec::discrete(&[5]), 9)],
         "GridWorldVector" => vec![("GridWorld?team=0", vec![vec![6]], ActionSpec::discrete(&[5]), 9)],
         "Simple1DDiscrete" | "Memory1DDiscrete" => vec![("1D?team=0", one, ActionSpec::discrete(&[2]), 1)],
@@ -113,6 +114,7 @@ macro_rules! scene_tests {
 scene_tests! {
     basic_scene: "Basic", 300;
     ball_hard_scene: "3DBallHard", 300;
+    ball_hard_legacy_scene: "3DBallHardLegacy", 300;
     gridworld_vector_scene: "GridWorldVector", 300;
     simple_1d_discrete_scene: "Simple1DDiscrete", 300;
     simple_1d_continuous_scene: "Simple1DContinuous", 300;

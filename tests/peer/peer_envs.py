@@ -23,6 +23,7 @@ EXPECTED = {
     "Basic": {"Basic?team=0": ([(20,)], 0, (3,), 1)},
     "3DBall": {"3DBall?team=0": ([(8,)], 2, (), 12)},
     "3DBallHard": {"3DBallHard?team=0": ([(27,), (18,)], 2, (), 12)},
+    "3DBallHardLegacy": {"3DBallHard?team=0": ([(45,)], 2, (), 12)},
     "GridWorld": {"GridWorld?team=0": ([(64, 84, 3)], 0, (5,), 9)},
     "GridWorldVector": {"GridWorld?team=0": ([(6,)], 0, (5,), 9)},
     "Simple1DDiscrete": {"1D?team=0": (ONE, 0, (2,), 1)},

@@ -36,9 +36,21 @@ struct Area {
     decisions: u32,
 }
 
+/// Which observations a 3DBall scene sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BallObservations {
+    /// 3DBall: rotation z, x, ball position, ball velocity (8).
+    Full,
+    /// 3DBallHard, ML-Agents >= 1.x scenes: stacked positions (27), then stacked rotations (18).
+    Stacked,
+    /// 3DBallHard, 0.1x-era scenes: one vector sensor of 5 features stacked 9 times
+    /// (oldest first), 45 floats.
+    StackedLegacy,
+}
+
 /// 3DBall (8 observations) or 3DBallHard (stacked positions and rotations, no velocity).
 pub struct Ball3D {
-    hard: bool,
+    observations: BallObservations,
     areas: Vec<Area>,
     stacks: Vec<Vec<[f32; 5]>>,
     gravity: f32,
@@ -46,16 +58,15 @@ pub struct Ball3D {
 }
 
 impl Ball3D {
-    pub fn new(hard: bool) -> Self {
+    pub fn new(observations: BallObservations) -> Self {
         let area = Area { rotation: Quat::IDENTITY, ball: Vec3::default(), velocity: Vec3::default(), decisions: 0 };
-        Self { hard, areas: vec![area; AGENTS], stacks: vec![vec![]; AGENTS], gravity: 9.81, scale: 1.0 }
+        Self { observations, areas: vec![area; AGENTS], stacks: vec![vec![]; AGENTS], gravity: 9.81, scale: 1.0 }
     }
 
     fn behavior_name(&self) -> &'static str {
-        if self.hard {
-            "3DBallHard?team=0"
-        } else {
-            "3DBall?team=0"
+        match self.observations {
+            BallObservations::Full => "3DBall?team=0",
+            _ => "3DBallHard?team=0",
         }
     }
 
@@ -94,13 +105,13 @@ impl Ball3D {
 
 impl Scene for Ball3D {
     fn behaviors(&self) -> Vec<BehaviorDef> {
-        let observations = if self.hard {
-            vec![
+        let observations = match self.observations {
+            BallObservations::Full => vec![ObservationSpec::vector(8, "VectorSensor_size8")],
+            BallObservations::Stacked => vec![
                 ObservationSpec::vector(3 * HARD_STACK, "StackingSensor_size9_ObservableAttribute:Ball3DHardAgent.PositionDelta"),
                 ObservationSpec::vector(2 * HARD_STACK, "StackingSensor_size9_ObservableAttribute:Ball3DHardAgent.Rotation"),
-            ]
-        } else {
-            vec![ObservationSpec::vector(8, "VectorSensor_size8")]
+            ],
+            BallObservations::StackedLegacy => vec![ObservationSpec::vector(5 * HARD_STACK, "StackingSensor_size9_VectorSensor_size5")],
         };
         vec![BehaviorDef {
             name: self.behavior_name().into(),
@@ -142,15 +153,18 @@ impl Scene for Ball3D {
 
     fn observe(&mut self, agent: usize) -> Vec<Vec<f32>> {
         let a = self.areas[agent];
-        if self.hard {
-            let stack = &mut self.stacks[agent];
-            stack.remove(0);
-            stack.push(Self::features(&a));
-            let positions = stack.iter().flat_map(|f| [f[2], f[3], f[4]]).collect();
-            let rotations = stack.iter().flat_map(|f| [f[0], f[1]]).collect();
-            return vec![positions, rotations];
+        if self.observations == BallObservations::Full {
+            return vec![vec![a.rotation.z, a.rotation.x, a.ball.x, a.ball.y, a.ball.z, a.velocity.x, a.velocity.y, a.velocity.z]];
         }
-        vec![vec![a.rotation.z, a.rotation.x, a.ball.x, a.ball.y, a.ball.z, a.velocity.x, a.velocity.y, a.velocity.z]]
+        let stack = &mut self.stacks[agent];
+        stack.remove(0);
+        stack.push(Self::features(&a));
+        if self.observations == BallObservations::StackedLegacy {
+            return vec![stack.iter().flatten().copied().collect()];
+        }
+        let positions = stack.iter().flat_map(|f| [f[2], f[3], f[4]]).collect();
+        let rotations = stack.iter().flat_map(|f| [f[0], f[1]]).collect();
+        vec![positions, rotations]
     }
 
     fn act(&mut self, agent: usize, continuous: &[f32], _discrete: &[i32], ctx: &mut SceneContext) {
@@ -188,7 +202,7 @@ mod tests {
 
     #[test]
     fn ball_comes_to_rest_on_a_level_platform() {
-        let scene = Ball3D::new(false);
+        let scene = Ball3D::new(BallObservations::Full);
         let mut a = Area { rotation: Quat::IDENTITY, ball: Vec3::new(0.5, 4.0, 0.0), velocity: Vec3::default(), decisions: 0 };
         for _ in 0..200 {
             scene.step_ball(&mut a);
@@ -199,7 +213,7 @@ mod tests {
 
     #[test]
     fn ball_rolls_downhill_at_five_sevenths_g() {
-        let scene = Ball3D::new(false);
+        let scene = Ball3D::new(BallObservations::Full);
         // Rotating about +z tilts the top face's normal towards -x: the ball rolls to -x.
         let rotation = Quat::IDENTITY.rotate_self(Z_AXIS, 10.0);
         let ball = rotation.rotate(Vec3::new(0.0, 3.0, 0.0));

@@ -6,7 +6,7 @@ mod gridworld;
 mod race;
 mod simple;
 
-pub use ball3d::Ball3D;
+pub use ball3d::{Ball3D, BallObservations};
 pub use basic::Basic;
 pub use gridworld::GridWorld;
 pub use race::Race;
@@ -24,7 +24,8 @@ pub struct SceneInfo {
 pub const SCENES: &[SceneInfo] = &[
     SceneInfo { name: "Basic", description: "Unity example: 1-D one-hot position, goals at 7 (+0.1) and 17 (+1)" },
     SceneInfo { name: "3DBall", description: "Unity example: 12 platforms balancing a ball, 8 observations, 2 continuous actions" },
-    SceneInfo { name: "3DBallHard", description: "Unity example: 3DBall without velocity, 9 stacked observations of 5" },
+    SceneInfo { name: "3DBallHard", description: "Unity example: 3DBall without velocity; stacked positions (27) and rotations (18)" },
+    SceneInfo { name: "3DBallHardLegacy", description: "3DBallHard as 0.1x-era scenes observed it: 5 features stacked 9 times (45)" },
     SceneInfo { name: "GridWorld", description: "Unity example (0.17): 9 grids, 64x84 RGB camera (PNG), 5 masked discrete actions" },
     SceneInfo { name: "GridWorldVector", description: "GridWorld observed as 6 coordinates instead of a camera" },
     SceneInfo { name: "Simple1DDiscrete", description: "test suite SimpleEnvironment, 1 branch of 2, step 0.2" },
@@ -49,8 +50,9 @@ pub fn build(name: &str) -> Option<Box<dyn Scene>> {
     let simple = |c: usize, d: usize, step: f32| SimpleConfig { step_size: step, ..SimpleConfig::new(c, d) };
     let scene: Box<dyn Scene> = match name {
         "Basic" => Box::new(Basic::new()),
-        "3DBall" => Box::new(Ball3D::new(false)),
-        "3DBallHard" => Box::new(Ball3D::new(true)),
+        "3DBall" => Box::new(Ball3D::new(BallObservations::Full)),
+        "3DBallHard" => Box::new(Ball3D::new(BallObservations::Stacked)),
+        "3DBallHardLegacy" => Box::new(Ball3D::new(BallObservations::StackedLegacy)),
         "GridWorld" => Box::new(GridWorld::new(true)),
         "GridWorldVector" => Box::new(GridWorld::new(false)),
         "Simple1DDiscrete" => Box::new(SimpleScene::new(simple(0, 1, 0.2))),
