@@ -19,8 +19,8 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use mlagents::barracuda;
 use mlagents::env::{EnvOptions, UnityEnvironment};
-use mlagents::run::{check, LoadOptions, ModelFacts, NamedTensors, OnnxPolicy, Policy, PolicyDriver, TensorData};
-use mlagents::spec::BehaviorName;
+use mlagents::run::{check, LoadOptions, ModelFacts, NamedTensors, OnnxPolicy, Policy, PolicyDriver};
+use mlagents::spec::{BehaviorName, MODEL_CONSTANTS};
 use serde_json::json;
 use sha2::Digest;
 use std::collections::BTreeMap;
@@ -57,54 +57,58 @@ enum Command {
     /// Validates the model against an environment's behavior specs, as Unity does.
     Check {
         model: PathBuf,
-        #[arg(long)]
-        env: String,
-        #[arg(long)]
-        behavior: Option<String>,
-        #[arg(long)]
-        base_port: Option<u16>,
-        #[arg(long, default_value_t = 60)]
-        timeout_wait: u64,
+        #[command(flatten)]
+        env: EnvArgs,
         #[arg(long)]
         json: bool,
     },
     /// Plays the policy against a live environment.
     Play {
         model: PathBuf,
-        /// A Unity build, `sim:SCENE`, or `editor`.
-        #[arg(long)]
-        env: String,
+        #[command(flatten)]
+        env: EnvArgs,
         #[arg(long, default_value_t = 20)]
         episodes: usize,
         #[arg(long)]
         deterministic: bool,
-        /// The behavior to play (default: the only one, or the first by name).
-        #[arg(long)]
-        behavior: Option<String>,
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Give up after this many environment steps.
         #[arg(long, default_value_t = 200_000)]
         max_steps: usize,
-        /// Default: a free port for `sim:` scenes, 5005 for builds, 5004 for the Editor.
-        #[arg(long)]
-        base_port: Option<u16>,
-        #[arg(long, default_value_t = 60)]
-        timeout_wait: u64,
         #[arg(long)]
         json: bool,
     },
 }
 
-/// Starts the environment `env` (a build, `sim:SCENE`, or `editor`) and resets it.
-fn start_environment(env: &str, base_port: Option<u16>, seed: u64, timeout_wait: u64) -> Result<UnityEnvironment> {
+/// Where the environment is and how to reach it (shared by `check` and `play`).
+#[derive(clap::Args)]
+struct EnvArgs {
+    /// A Unity build, `sim:SCENE`, or `editor`.
+    #[arg(long)]
+    env: String,
+    /// The behavior (default: the only one, or the first by name; `check` checks them all).
+    #[arg(long)]
+    behavior: Option<String>,
+    /// Default: a free port for `sim:` scenes, 5005 for builds, 5004 for the Editor.
+    #[arg(long)]
+    base_port: Option<u16>,
+    #[arg(long, default_value_t = 60)]
+    timeout_wait: u64,
+}
+
+/// Starts the environment and resets it.
+fn start_environment(args: &EnvArgs, seed: u64) -> Result<UnityEnvironment> {
+    let env = args.env.as_str();
     let target = (env != "editor").then(|| env.to_string());
-    let base_port = base_port.or(if env.starts_with(mlagents::env::SIM_PREFIX) { Some(0) } else { None });
+    let base_port = args.base_port.or(if env.starts_with(mlagents::env::SIM_PREFIX) { Some(0) } else { None });
     let mut environment = UnityEnvironment::new(EnvOptions {
         env: target,
         base_port,
         seed: seed as i32,
-        timeout_wait: std::time::Duration::from_secs(timeout_wait),
+        timeout_wait: std::time::Duration::from_secs(args.timeout_wait),
+        // Scenes send stats; they are not reported here, only accepted.
+        side_channels: vec![mlagents::comm::side_channel::shared(mlagents::comm::side_channel::StatsSideChannel::new())],
         ..Default::default()
     })?;
     environment.reset()?;
@@ -124,12 +128,12 @@ fn pick_behavior(environment: &UnityEnvironment, wanted: Option<String>) -> Resu
     }
 }
 
-fn check_model(model: &Path, env: &str, behavior: Option<String>, base_port: Option<u16>, timeout_wait: u64) -> Result<(serde_json::Value, bool)> {
+fn check_model(model: &Path, args: &EnvArgs) -> Result<(serde_json::Value, bool)> {
     let policy = Policy::load(model, LoadOptions { deterministic: true, seed: None })?;
     let facts = ModelFacts::of(&policy)?;
-    let mut environment = start_environment(env, base_port, 0, timeout_wait)?;
-    let names = match behavior {
-        Some(_) => vec![pick_behavior(&environment, behavior)?],
+    let mut environment = start_environment(args, 0)?;
+    let names = match &args.behavior {
+        Some(_) => vec![pick_behavior(&environment, args.behavior.clone())?],
         None => environment.behavior_names(),
     };
     let mut clean = true;
@@ -140,31 +144,20 @@ fn check_model(model: &Path, env: &str, behavior: Option<String>, base_port: Opt
         reports.push(json!({"behavior": name, "violations": violations}));
     }
     environment.close()?;
-    Ok((json!({"model": model.display().to_string(), "env": env, "checks": reports}), clean))
+    Ok((json!({"model": model.display().to_string(), "env": args.env, "checks": reports}), clean))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn play(
-    model: &Path,
-    seed: u64,
-    env: &str,
-    behavior: Option<String>,
-    options: LoadOptions,
-    episodes: usize,
-    max_steps: usize,
-    base_port: Option<u16>,
-    timeout_wait: u64,
-) -> Result<serde_json::Value> {
+fn play(model: &Path, args: &EnvArgs, seed: u64, options: LoadOptions, episodes: usize, max_steps: usize) -> Result<serde_json::Value> {
     let policy = Policy::load(model, options)?;
-    let mut environment = start_environment(env, base_port, seed, timeout_wait)?;
-    let name = pick_behavior(&environment, behavior)?;
+    let mut environment = start_environment(args, seed)?;
+    let name = pick_behavior(&environment, args.behavior.clone())?;
     let spec = environment.behavior_specs()[&name].clone();
     let mut driver = PolicyDriver::new(policy, &name, &spec, options.deterministic, seed)?;
     let report = mlagents::run::play(&mut environment, &mut driver, episodes, max_steps)?;
     environment.close()?;
     Ok(json!({
         "model": model.display().to_string(),
-        "env": env,
+        "env": args.env,
         "deterministic": options.deterministic,
         "behaviors": [{
             "behavior": report.behavior,
@@ -177,16 +170,6 @@ fn play(
     }))
 }
 
-/// ML-Agents constant outputs (ONNX) or tensors (.nn).
-const CONSTANTS: &[&str] = &[
-    "version_number",
-    "memory_size",
-    "is_continuous_control",
-    "action_output_shape",
-    "continuous_action_output_shape",
-    "discrete_action_output_shape",
-];
-
 fn sha256(bytes: &[u8]) -> String {
     sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -198,7 +181,7 @@ fn is_nn(path: &Path) -> bool {
 fn inspect_nn(path: &Path, bytes: &[u8]) -> Result<serde_json::Value> {
     let model = barracuda::read(bytes).with_context(|| format!("reading {}", path.display()))?;
     let constants: BTreeMap<&str, f32> =
-        CONSTANTS.iter().filter_map(|c| model.constant(c).map(|v| (*c, v))).collect();
+        MODEL_CONSTANTS.iter().filter_map(|c| model.constant(c).map(|v| (*c, v))).collect();
     let histogram: BTreeMap<String, usize> =
         model.layer_histogram().into_iter().map(|(t, n)| (format!("{t:?}"), n)).collect();
     Ok(json!({
@@ -225,18 +208,8 @@ fn inspect_onnx(path: &Path, bytes: &[u8]) -> Result<serde_json::Value> {
         *histogram.entry(node.op_type.clone()).or_default() += 1;
     }
     // The constants are graph outputs: read them from one run at batch 1 on neutral inputs.
-    let inputs: NamedTensors = policy
-        .inputs()
-        .iter()
-        .map(|i| {
-            let shape: Vec<usize> = i.dims.iter().map(|d| d.unwrap_or(1)).collect();
-            let fill = if i.name == "action_masks" { 1.0 } else { 0.0 };
-            let n = shape.iter().product();
-            (i.name.clone(), TensorData { shape, data: vec![fill; n] })
-        })
-        .collect();
-    let outputs = policy.run(&inputs)?;
-    let constants: BTreeMap<&str, f32> = CONSTANTS
+    let outputs = policy.run(&policy.neutral_inputs(1))?;
+    let constants: BTreeMap<&str, f32> = MODEL_CONSTANTS
         .iter()
         .filter_map(|c| outputs.get(*c).and_then(|t| t.data.first()).map(|v| (*c, *v)))
         .collect();
@@ -304,19 +277,34 @@ fn main() {
         Command::Eval { model, inputs, deterministic, seed, json } => {
             eval(&model, &inputs, LoadOptions { deterministic, seed }).map(|r| print_report(&r, json))
         }
-        Command::Check { model, env, behavior, base_port, timeout_wait, json } => {
-            check_model(&model, &env, behavior, base_port, timeout_wait).map(|(r, clean)| {
+        Command::Check { model, env, json } => {
+            check_model(&model, &env).map(|(r, clean)| {
                 print_report(&r, json);
                 if !clean {
                     std::process::exit(1);
                 }
             })
         }
-        Command::Play { model, env, episodes, deterministic, behavior, seed, max_steps, base_port, timeout_wait, json } => {
+        Command::Play { model, env, episodes, deterministic, seed, max_steps, json } => {
             // `--seed` seeds the in-graph noise, the sampling of discrete actions and the
             // environment.
             let options = LoadOptions { deterministic, seed: Some(seed as u32) };
-            play(&model, seed, &env, behavior, options, episodes, max_steps, base_port, timeout_wait).map(|r| print_report(&r, json))
+            play(&model, &env, seed, options, episodes, max_steps).map(|r| {
+                if json {
+                    return print_report(&r, true);
+                }
+                for b in r["behaviors"].as_array().into_iter().flatten() {
+                    println!(
+                        "{}: {} episodes, mean reward {:.3}, std {:.3}, {} decisions/s ({})",
+                        b["behavior"].as_str().unwrap_or("?"),
+                        b["episodes"],
+                        b["mean_reward"].as_f64().unwrap_or(f64::NAN),
+                        b["std_reward"].as_f64().unwrap_or(f64::NAN),
+                        b["decisions_per_second"],
+                        if deterministic { "deterministic" } else { "sampled" }
+                    );
+                }
+            })
         }
     };
     if let Err(e) = result {

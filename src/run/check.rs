@@ -2,7 +2,8 @@
 //! §10-11 for `.nn` and the legacy interface, onnx-export.md §7 for ONNX version 3), listing
 //! every violation at once.
 
-use super::{NamedTensors, Policy, RunError, TensorData};
+use super::{Policy, RunError};
+use crate::spec::MODEL_CONSTANTS as CONSTANTS;
 use crate::spec::BehaviorSpec;
 use std::collections::BTreeMap;
 
@@ -18,15 +19,6 @@ pub struct ModelFacts {
     pub memory_inputs: Vec<String>,
     pub memory_outputs: Vec<String>,
 }
-
-const CONSTANTS: &[&str] = &[
-    "version_number",
-    "memory_size",
-    "is_continuous_control",
-    "action_output_shape",
-    "continuous_action_output_shape",
-    "discrete_action_output_shape",
-];
 
 impl ModelFacts {
     /// Reads the facts: `.nn` constants from the file; ONNX constants from one run at batch 1
@@ -50,17 +42,7 @@ impl ModelFacts {
                 }
             }
             Policy::Onnx(p) => {
-                let neutral: NamedTensors = p
-                    .inputs()
-                    .iter()
-                    .map(|i| {
-                        let shape: Vec<usize> = i.dims.iter().map(|d| d.unwrap_or(1)).collect();
-                        let fill = if i.name == "action_masks" { 1.0 } else { 0.0 };
-                        let n = shape.iter().product();
-                        (i.name.clone(), TensorData { shape, data: vec![fill; n] })
-                    })
-                    .collect();
-                let outputs = p.run(&neutral)?;
+                let outputs = p.run(&p.neutral_inputs(1))?;
                 Self {
                     inputs: p
                         .inputs()
@@ -79,7 +61,8 @@ impl ModelFacts {
         })
     }
 
-    fn constant(&self, name: &str) -> Option<f32> {
+    /// The first value of an ML-Agents constant, if the model has it.
+    pub fn constant(&self, name: &str) -> Option<f32> {
         self.constants.get(name).and_then(|v| v.first()).copied()
     }
 

@@ -74,6 +74,20 @@ impl OnnxPolicy {
         &self.inputs
     }
 
+    /// Inputs Unity's loaders probe a model with: symbolic dims set to `batch`, zeros, and
+    /// every action allowed in `action_masks`.
+    pub fn neutral_inputs(&self, batch: usize) -> NamedTensors {
+        self.inputs
+            .iter()
+            .map(|i| {
+                let shape: Vec<usize> = i.dims.iter().map(|d| d.unwrap_or(batch)).collect();
+                let fill = if i.name == "action_masks" { 1.0 } else { 0.0 };
+                let n = shape.iter().product();
+                (i.name.clone(), TensorData { shape, data: vec![fill; n] })
+            })
+            .collect()
+    }
+
     /// Output names in graph order.
     pub fn outputs(&self) -> &[String] {
         &self.outputs

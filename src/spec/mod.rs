@@ -21,6 +21,16 @@ pub const BASE_ENVIRONMENT_PORT: u16 = 5005;
 pub const DEFAULT_TIMEOUT_WAIT_SECS: u64 = 60;
 /// The academy name Unity sends in the handshake.
 pub const ACADEMY_NAME: &str = "AcademySingleton";
+/// The ML-Agents constants a policy model carries (as `.nn` tensors or ONNX outputs), in
+/// the order `mlagents-run inspect` lists them.
+pub const MODEL_CONSTANTS: &[&str] = &[
+    "version_number",
+    "memory_size",
+    "is_continuous_control",
+    "action_output_shape",
+    "continuous_action_output_shape",
+    "discrete_action_output_shape",
+];
 /// Header status of a normal message.
 pub const STATUS_OK: i32 = 200;
 /// Header status that closes the link.
