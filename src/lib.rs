@@ -20,6 +20,8 @@
 
 pub mod barracuda;
 pub mod comm;
+pub mod onnx;
+pub mod policy;
 pub mod run;
 pub mod env;
 pub mod sim;

@@ -6,15 +6,11 @@
 
 use super::model::{Activation, Layer, LayerType, NnModel, TensorDesc};
 use std::collections::HashMap;
-use tract_onnx::pb::{
-    attribute_proto::AttributeType, tensor_shape_proto::dimension, type_proto, AttributeProto, GraphProto,
-    ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
-};
+use crate::onnx::{attr_float, attr_int, attr_ints, attr_string, value_info, GraphBuilder, FLOAT, INT64};
+use tract_onnx::pb::{AttributeProto, ModelProto, ValueInfoProto};
 
 /// The opset of the lowered graph.
 const OPSET: i64 = 11;
-const FLOAT: i32 = 1;
-const INT64: i32 = 7;
 
 /// A `.nn` model tract cannot run as asked.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -44,75 +40,22 @@ struct Builder<'a> {
     model: &'a NnModel,
     options: LowerOptions,
     format: i64,
-    nodes: Vec<NodeProto>,
-    initializers: Vec<TensorProto>,
+    graph: GraphBuilder,
     /// `.nn` name -> current ONNX value name.
     values: HashMap<String, String>,
-    counter: usize,
-}
-
-fn attr_int(name: &str, v: i64) -> AttributeProto {
-    AttributeProto { name: name.into(), i: v, r#type: AttributeType::Int as i32, ..Default::default() }
-}
-
-fn attr_ints(name: &str, v: &[i64]) -> AttributeProto {
-    AttributeProto { name: name.into(), ints: v.to_vec(), r#type: AttributeType::Ints as i32, ..Default::default() }
-}
-
-fn attr_float(name: &str, v: f32) -> AttributeProto {
-    AttributeProto { name: name.into(), f: v, r#type: AttributeType::Float as i32, ..Default::default() }
-}
-
-fn attr_string(name: &str, v: &str) -> AttributeProto {
-    AttributeProto { name: name.into(), s: v.as_bytes().to_vec(), r#type: AttributeType::String as i32, ..Default::default() }
-}
-
-fn value_info(name: &str, dims: &[i32]) -> ValueInfoProto {
-    let dim = dims
-        .iter()
-        .enumerate()
-        .map(|(i, d)| tract_onnx::pb::tensor_shape_proto::Dimension {
-            value: Some(if *d > 0 { dimension::Value::DimValue(*d as i64) } else { dimension::Value::DimParam(format!("d{i}")) }),
-            ..Default::default()
-        })
-        .collect();
-    ValueInfoProto {
-        name: name.into(),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: FLOAT,
-                shape: Some(TensorShapeProto { dim }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
 }
 
 impl Builder<'_> {
-    fn fresh(&mut self, base: &str) -> String {
-        self.counter += 1;
-        format!("{base}#{}", self.counter)
-    }
-
     fn node(&mut self, op: &str, inputs: Vec<String>, attribute: Vec<AttributeProto>, base: &str) -> String {
-        let out = self.fresh(base);
-        // tract tells RandomNormalLike from RandomNormal by the node name (stack.md §2).
-        let name = if op.ends_with("Like") { format!("{out}_{op}") } else { out.clone() };
-        self.nodes.push(NodeProto { input: inputs, output: vec![out.clone()], name, op_type: op.into(), attribute, ..Default::default() });
-        out
+        self.graph.node(op, inputs, attribute, base)
     }
 
     fn constant(&mut self, base: &str, dims: &[i64], data: Vec<f32>) -> String {
-        let name = self.fresh(base);
-        self.initializers.push(TensorProto { dims: dims.to_vec(), data_type: FLOAT, float_data: data, name: name.clone(), ..Default::default() });
-        name
+        self.graph.constant(base, dims, data)
     }
 
     fn constant_i64(&mut self, base: &str, dims: &[i64], data: Vec<i64>) -> String {
-        let name = self.fresh(base);
-        self.initializers.push(TensorProto { dims: dims.to_vec(), data_type: INT64, int64_data: data, name: name.clone(), ..Default::default() });
-        name
+        self.graph.constant_i64(base, dims, data)
     }
 
     fn tensor_constant(&mut self, t: &TensorDesc) -> String {
@@ -461,19 +404,11 @@ impl Builder<'_> {
 /// (rank 4, batch symbolic) and whose outputs are the model's outputs then its memory
 /// outputs, under their `.nn` names.
 pub fn to_onnx(model: &NnModel, options: LowerOptions) -> Result<ModelProto, LowerError> {
-    let mut b = Builder {
-        model,
-        options,
-        format: model.format_version(),
-        nodes: vec![],
-        initializers: vec![],
-        values: HashMap::new(),
-        counter: 0,
-    };
+    let mut b = Builder { model, options, format: model.format_version(), graph: GraphBuilder::default(), values: HashMap::new() };
     let mut inputs = vec![];
     for input in &model.inputs {
         b.values.insert(input.name.clone(), input.name.clone());
-        inputs.push(value_info(&input.name, &input.shape));
+        inputs.push(value_info(&input.name, FLOAT, &input.shape.iter().map(|d| *d as i64).collect::<Vec<_>>()));
     }
     for m in &model.memories {
         let mut shape = m.shape.clone();
@@ -481,7 +416,7 @@ pub fn to_onnx(model: &NnModel, options: LowerOptions) -> Result<ModelProto, Low
             *first = -1; // one memory row per agent
         }
         b.values.insert(m.input.clone(), m.input.clone());
-        inputs.push(value_info(&m.input, &shape));
+        inputs.push(value_info(&m.input, FLOAT, &shape.iter().map(|d| *d as i64).collect::<Vec<_>>()));
     }
     for layer in &model.layers {
         b.layer(layer)?;
@@ -493,27 +428,8 @@ pub fn to_onnx(model: &NnModel, options: LowerOptions) -> Result<ModelProto, Low
             continue;
         }
         let value = b.values.get(name).cloned().ok_or_else(|| LowerError::UnknownOutput(name.clone()))?;
-        b.nodes.push(NodeProto {
-            input: vec![value],
-            output: vec![name.clone()],
-            name: format!("{name}#output"),
-            op_type: "Identity".into(),
-            ..Default::default()
-        });
+        b.graph.node_into("Identity", vec![value], vec![], name);
         outputs.push(ValueInfoProto { name: name.clone(), ..Default::default() });
     }
-    Ok(ModelProto {
-        ir_version: 6,
-        opset_import: vec![OperatorSetIdProto { domain: String::new(), version: OPSET }],
-        producer_name: "mlagents-rs barracuda lowering".into(),
-        graph: Some(GraphProto {
-            node: b.nodes,
-            name: "barracuda".into(),
-            initializer: b.initializers,
-            input: inputs,
-            output: outputs,
-            ..Default::default()
-        }),
-        ..Default::default()
-    })
+    Ok(b.graph.finish("barracuda", OPSET, inputs, outputs, "mlagents-rs barracuda lowering"))
 }

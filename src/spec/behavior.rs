@@ -1,7 +1,7 @@
 //! Behavior specs: what observations an agent sends and what actions it takes.
 //! Mirrors `mlagents_envs.base_env.BehaviorSpec` / `ActionSpec` / `ObservationSpec`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Per-dimension flags of an observation (`DimensionPropertyProto` values).
@@ -88,7 +88,7 @@ impl ObservationSpec {
 }
 
 /// The action space of a behavior: continuous actions plus discrete branches.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ActionSpec {
     pub continuous_size: usize,
     pub discrete_branches: Vec<usize>,

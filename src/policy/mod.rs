@@ -1,0 +1,268 @@
+//! A policy independent of any training backend: its description (observations, actions,
+//! network sizes, normalisation; `policy.json`) and its weights by name (safetensors), named
+//! by ML-Agents' torch module paths so that checkpoints and exports agree on every tensor.
+//! A reference forward pass (plain Rust) gives the deterministic outputs the exports must
+//! reproduce.
+
+use crate::spec::ActionSpec;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Version of the `policy.json` layout.
+pub const POLICY_FORMAT_VERSION: u32 = 1;
+/// ML-Agents' clip on normalised observations.
+pub const NORMALIZATION_CLIP: f32 = 5.0;
+
+/// What a policy network is (the `policy.json` beside a checkpoint's weights).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyDescription {
+    pub format_version: u32,
+    /// Observation shapes in sensor order (rank 1 only are exported for now).
+    pub observation_shapes: Vec<Vec<usize>>,
+    pub action_spec: ActionSpec,
+    pub hidden_units: usize,
+    pub num_layers: usize,
+    pub normalize: bool,
+    pub memory_size: usize,
+}
+
+/// Why weights cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("weight {name:?} is missing")]
+    Missing { name: String },
+    #[error("weight {name:?} has shape {found:?}, the description needs {expected:?}")]
+    Shape { name: String, expected: Vec<usize>, found: Vec<usize> },
+    #[error("cannot read weights: {0}")]
+    Read(String),
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// One weight tensor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WeightTensor {
+    pub shape: Vec<usize>,
+    pub data: Vec<f32>,
+}
+
+/// Weights by module path.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Weights(pub BTreeMap<String, WeightTensor>);
+
+/// The module paths ML-Agents 0.28's torch actor uses.
+pub mod names {
+    pub fn running_mean(obs: usize) -> String {
+        format!("network_body.observation_encoder.processors.{obs}.normalizer.running_mean")
+    }
+    pub fn running_variance(obs: usize) -> String {
+        format!("network_body.observation_encoder.processors.{obs}.normalizer.running_variance")
+    }
+    pub fn normalization_steps(obs: usize) -> String {
+        format!("network_body.observation_encoder.processors.{obs}.normalizer.normalization_steps")
+    }
+    /// Linear layers sit at even indices (each followed by its Swish).
+    pub fn body_weight(layer: usize) -> String {
+        format!("network_body._body_endoder.seq_layers.{}.weight", 2 * layer)
+    }
+    pub fn body_bias(layer: usize) -> String {
+        format!("network_body._body_endoder.seq_layers.{}.bias", 2 * layer)
+    }
+    pub const MU_WEIGHT: &str = "action_model._continuous_distribution.mu.weight";
+    pub const MU_BIAS: &str = "action_model._continuous_distribution.mu.bias";
+    pub const LOG_SIGMA: &str = "action_model._continuous_distribution.log_sigma";
+    pub fn branch_weight(b: usize) -> String {
+        format!("action_model._discrete_distribution.branches.{b}.weight")
+    }
+    pub fn branch_bias(b: usize) -> String {
+        format!("action_model._discrete_distribution.branches.{b}.bias")
+    }
+}
+
+impl PolicyDescription {
+    /// Width of the concatenated observation encodings.
+    pub fn encoding_width(&self) -> usize {
+        self.observation_shapes.iter().map(|s| s.iter().product::<usize>()).sum()
+    }
+
+    /// Every weight the actor has, with its shape (torch layout: Linear weights `[out, in]`).
+    pub fn weight_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        let mut shapes = vec![];
+        if self.normalize {
+            for (i, s) in self.observation_shapes.iter().enumerate() {
+                let n = s.iter().product();
+                shapes.push((names::running_mean(i), vec![n]));
+                shapes.push((names::running_variance(i), vec![n]));
+                shapes.push((names::normalization_steps(i), vec![1]));
+            }
+        }
+        let mut width = self.encoding_width();
+        for l in 0..self.num_layers {
+            shapes.push((names::body_weight(l), vec![self.hidden_units, width]));
+            shapes.push((names::body_bias(l), vec![self.hidden_units]));
+            width = self.hidden_units;
+        }
+        let c = self.action_spec.continuous_size;
+        if c > 0 {
+            shapes.push((names::MU_WEIGHT.into(), vec![c, width]));
+            shapes.push((names::MU_BIAS.into(), vec![c]));
+            shapes.push((names::LOG_SIGMA.into(), vec![1, c]));
+        }
+        for (b, k) in self.action_spec.discrete_branches.iter().enumerate() {
+            shapes.push((names::branch_weight(b), vec![*k, width]));
+            shapes.push((names::branch_bias(b), vec![*k]));
+        }
+        shapes
+    }
+
+    /// Checks that the description is exportable and the weights fit it.
+    pub fn check(&self, weights: &Weights) -> Result<(), PolicyError> {
+        if self.observation_shapes.iter().any(|s| s.len() != 1) {
+            return Err(PolicyError::Unsupported("only vector observations are exported so far".into()));
+        }
+        if self.memory_size > 0 {
+            return Err(PolicyError::Unsupported("recurrent policies are not exported yet".into()));
+        }
+        for (name, expected) in self.weight_shapes() {
+            let found = weights.0.get(&name).ok_or_else(|| PolicyError::Missing { name: name.clone() })?;
+            if found.shape != expected || found.data.len() != expected.iter().product::<usize>() {
+                return Err(PolicyError::Shape { name, expected, found: found.shape.clone() });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Weights {
+    pub fn get(&self, name: &str) -> Result<&WeightTensor, PolicyError> {
+        self.0.get(name).ok_or_else(|| PolicyError::Missing { name: name.into() })
+    }
+
+    /// Random weights for a description (uniform ±1/sqrt(fan_in), zero biases, unit
+    /// normaliser), as a fresh network has.
+    pub fn random(description: &PolicyDescription, seed: u64) -> Self {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let mut weights = BTreeMap::new();
+        for (name, shape) in description.weight_shapes() {
+            let n: usize = shape.iter().product();
+            let data = if name.ends_with("running_variance") || name.ends_with("normalization_steps") {
+                (0..n).map(|_| rng.random_range(0.5..2.0)).collect()
+            } else if shape.len() == 2 && !name.ends_with("log_sigma") {
+                let bound = 1.0 / (shape[1] as f32).sqrt();
+                (0..n).map(|_| rng.random_range(-bound..bound)).collect()
+            } else {
+                (0..n).map(|_| rng.random_range(-0.5..0.5)).collect()
+            };
+            weights.insert(name, WeightTensor { shape, data });
+        }
+        Self(weights)
+    }
+
+    /// Reads safetensors bytes (float32 tensors).
+    pub fn from_safetensors(bytes: &[u8]) -> Result<Self, PolicyError> {
+        let tensors = safetensors::SafeTensors::deserialize(bytes).map_err(|e| PolicyError::Read(e.to_string()))?;
+        let mut weights = BTreeMap::new();
+        for (name, view) in tensors.tensors() {
+            if view.dtype() != safetensors::Dtype::F32 {
+                return Err(PolicyError::Read(format!("tensor {name} is {:?}, not F32", view.dtype())));
+            }
+            let data = view.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            weights.insert(name, WeightTensor { shape: view.shape().to_vec(), data });
+        }
+        Ok(Self(weights))
+    }
+
+    /// Writes safetensors bytes.
+    pub fn to_safetensors(&self) -> Vec<u8> {
+        let bytes: Vec<(String, Vec<u8>, Vec<usize>)> = self
+            .0
+            .iter()
+            .map(|(name, t)| (name.clone(), t.data.iter().flat_map(|v| v.to_le_bytes()).collect(), t.shape.clone()))
+            .collect();
+        let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = bytes
+            .iter()
+            .map(|(name, data, shape)| {
+                (name.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), data).expect("sizes agree"))
+            })
+            .collect();
+        safetensors::tensor::serialize(views, None).expect("in-memory serialisation")
+    }
+}
+
+fn linear(x: &[f32], rows: usize, w: &WeightTensor, b: &WeightTensor) -> Vec<f32> {
+    let (out, inp) = (w.shape[0], w.shape[1]);
+    let mut y = vec![0.0f32; rows * out];
+    for r in 0..rows {
+        for o in 0..out {
+            let mut acc = b.data[o];
+            for i in 0..inp {
+                acc += x[r * inp + i] * w.data[o * inp + i];
+            }
+            y[r * out + o] = acc;
+        }
+    }
+    y
+}
+
+/// The deterministic outputs of a policy in plain Rust: `deterministic_continuous_actions`
+/// (`[n, c]`) and `deterministic_discrete_actions` (`[n, branches]`), for `observations`
+/// (one `[n, size]` buffer per observation) and `masks` (`[n, sum of branches]`, 1 = allowed).
+pub fn reference_forward(
+    description: &PolicyDescription,
+    weights: &Weights,
+    observations: &[Vec<f32>],
+    masks: Option<&[f32]>,
+    n: usize,
+) -> Result<(Vec<f32>, Vec<i64>), PolicyError> {
+    description.check(weights)?;
+    let width = description.encoding_width();
+    let mut encoding = vec![0.0; n * width];
+    let mut offset = 0;
+    for (i, shape) in description.observation_shapes.iter().enumerate() {
+        let size = shape[0];
+        for r in 0..n {
+            for k in 0..size {
+                let mut v = observations[i][r * size + k];
+                if description.normalize {
+                    let mean = weights.get(&names::running_mean(i))?.data[k];
+                    let var = weights.get(&names::running_variance(i))?.data[k];
+                    let steps = weights.get(&names::normalization_steps(i))?.data[0];
+                    v = ((v - mean) / (var / steps).sqrt()).clamp(-NORMALIZATION_CLIP, NORMALIZATION_CLIP);
+                }
+                encoding[r * width + offset + k] = v;
+            }
+        }
+        offset += size;
+    }
+    let mut h = encoding;
+    for l in 0..description.num_layers {
+        h = linear(&h, n, weights.get(&names::body_weight(l))?, weights.get(&names::body_bias(l))?);
+        h.iter_mut().for_each(|v| *v *= 1.0 / (1.0 + (-*v).exp()));
+    }
+    let mut continuous = vec![];
+    if description.action_spec.continuous_size > 0 {
+        let mu = linear(&h, n, weights.get(names::MU_WEIGHT)?, weights.get(names::MU_BIAS)?);
+        continuous = mu.iter().map(|m| m.clamp(-3.0, 3.0) / 3.0).collect();
+    }
+    let branches = &description.action_spec.discrete_branches;
+    let total: usize = branches.iter().sum();
+    let mut discrete = vec![0i64; n * branches.len()];
+    let mut start = 0;
+    for (b, k) in branches.iter().enumerate() {
+        let logits = linear(&h, n, weights.get(&names::branch_weight(b))?, weights.get(&names::branch_bias(b))?);
+        for r in 0..n {
+            let mut best = (0usize, f32::NEG_INFINITY);
+            for a in 0..*k {
+                let allowed = masks.map_or(1.0, |m| m[r * total + start + a]);
+                let masked = logits[r * k + a] * allowed - 1e8 * (1.0 - allowed);
+                if masked > best.1 {
+                    best = (a, masked);
+                }
+            }
+            discrete[r * branches.len() + b] = best.0 as i64;
+        }
+        start += k;
+    }
+    Ok((continuous, discrete))
+}
