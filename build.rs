@@ -11,6 +11,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     protos.sort();
     println!("cargo:rerun-if-changed={dir}");
+    // With the `train` feature, binaries find libtorch without LD_LIBRARY_PATH: torch-sys
+    // (links = "tch") exports the library folder it linked against.
+    if let Ok(lib) = std::env::var("DEP_TCH_LIBTORCH_LIB") {
+        println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");
+    }
     let files = protox::compile(&protos, ["proto"])?;
     tonic_prost_build::configure()
         .build_server(true)

@@ -3,6 +3,7 @@
 # child processes over real sockets), then the peer test against the real Python
 # mlagents_envs 0.28.0 client (installed into a venv on first use).
 set -euo pipefail
+shopt -s inherit_errexit 2>/dev/null || true
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mlagents-rs-target}
@@ -29,3 +30,7 @@ echo "== peer TensorBoard: TensorBoard's own reader reads our event files"
 
 echo "== peer export: our ONNX exports pass onnx.checker and match onnxruntime"
 "$VENV/bin/python" tests/peer/peer_export.py "$CARGO_TARGET_DIR/debug/examples/export_random" "$CARGO_TARGET_DIR/debug/mlagents-run"
+
+echo "== PPO on tch (the train feature; libtorch from PyPI's torch==2.13.0, installed on first use)"
+TORCH_VENV=$(scripts/torch-venv.sh)
+LIBTORCH_USE_PYTORCH=1 PATH="$TORCH_VENV/bin:$PATH" cargo test --features train --test train_ppo --quiet 2>&1 | grep -v '^\[INFO\]'

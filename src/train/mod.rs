@@ -6,6 +6,8 @@
 
 pub mod config;
 pub mod gae;
+#[cfg(feature = "train")]
+pub mod ppo;
 pub mod schedule;
 pub mod stats;
 pub mod tensorboard;

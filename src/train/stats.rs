@@ -80,6 +80,11 @@ impl StatsReporter {
         }
     }
 
+    /// Drops the values accumulated since the last summary.
+    pub fn clear(&mut self) {
+        self.values.clear();
+    }
+
     /// Writes every tag aggregated by its method (histograms as histograms, and their mean)
     /// and clears them.
     pub fn write(&mut self, writer: &mut SummaryWriter, step: u64) -> std::io::Result<()> {

@@ -1,0 +1,76 @@
+//! `mlagents-learn CONFIG.yaml --run-id ID --env ENV`: PPO training as ML-Agents' trainer
+//! runs it (the `train` feature). What works so far: the YAML configuration, `--env`,
+//! `--num-envs`, `--base-port`, `--seed`, `--results-dir`, `--force`, `--timeout-wait`,
+//! vector-observation PPO, console summaries, TensorBoard files and the final ONNX export.
+//! Not built yet: checkpoints and `--resume`/`--initialize-from`, visual encoders, Ctrl-C
+//! handling, progress bar.
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use mlagents::train::config::RunOptions;
+use mlagents::train::ppo::learn::{learn, LearnOptions};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(name = "mlagents-learn", version, about = "Train ML-Agents behaviors with PPO")]
+struct Cli {
+    /// The trainer configuration (ML-Agents 0.28 `behaviors:` YAML).
+    config: PathBuf,
+    #[arg(long)]
+    run_id: Option<String>,
+    /// A Unity build, `sim:SCENE`, or nothing to wait for the Editor on port 5004.
+    #[arg(long)]
+    env: Option<String>,
+    #[arg(long)]
+    num_envs: Option<usize>,
+    #[arg(long)]
+    base_port: Option<u16>,
+    #[arg(long)]
+    seed: Option<i64>,
+    #[arg(long)]
+    results_dir: Option<String>,
+    /// Overwrite an existing run folder.
+    #[arg(long)]
+    force: bool,
+    #[arg(long, default_value_t = 60)]
+    timeout_wait: u64,
+}
+
+fn main() -> Result<()> {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let cli = Cli::parse();
+    let mut run = RunOptions::from_file(&cli.config)?;
+    // Flags given on the command line override the YAML.
+    if let Some(id) = cli.run_id {
+        run.checkpoint_settings.run_id = id;
+    }
+    if let Some(dir) = cli.results_dir {
+        run.checkpoint_settings.results_dir = dir;
+    }
+    if let Some(n) = cli.num_envs {
+        run.env_settings.num_envs = n;
+    }
+    if let Some(p) = cli.base_port {
+        run.env_settings.base_port = p;
+    }
+    if let Some(s) = cli.seed {
+        run.env_settings.seed = s;
+    }
+    run.checkpoint_settings.force |= cli.force;
+    let env = cli.env.or(run.env_settings.env_path.clone());
+    let run_dir = PathBuf::from(&run.checkpoint_settings.results_dir).join(&run.checkpoint_settings.run_id);
+    if run_dir.exists() && !run.checkpoint_settings.force {
+        bail!("{} already exists; use --force to overwrite it (resuming is not supported yet)", run_dir.display());
+    }
+    std::fs::create_dir_all(&run_dir).with_context(|| format!("creating {}", run_dir.display()))?;
+    std::fs::write(run_dir.join("configuration.yaml"), run.to_yaml())?;
+    let options = LearnOptions { env, run_dir: Some(run_dir.clone()), timeout_wait: Duration::from_secs(cli.timeout_wait) };
+    let results = learn(&run, &options).map_err(anyhow::Error::msg)?;
+    for (behavior, r) in results {
+        let tail = &r.episode_returns[r.episode_returns.len().saturating_sub(100)..];
+        let mean = tail.iter().sum::<f32>() / tail.len().max(1) as f32;
+        println!("{behavior}: {} steps, mean return of the last {} episodes {mean:.3}, exported {:?}", r.steps, tail.len(), r.onnx);
+    }
+    Ok(())
+}

@@ -1,0 +1,222 @@
+//! The actor and the critic as ML-Agents 0.28 builds them for PPO (training.md §4): separate
+//! bodies with their own observation normalisers, Swish MLPs, a Gaussian head with a free
+//! log σ and masked categorical heads. Variable paths are ML-Agents' module paths, so the
+//! actor's weights are exactly what [`crate::policy`] exports.
+
+use crate::policy::{PolicyDescription, WeightTensor, Weights};
+use tch::{nn, nn::Module, Kind, Tensor};
+
+/// A running observation normaliser (count, mean, m2).
+struct Normalizer {
+    mean: Tensor,
+    variance: Tensor,
+    steps: Tensor,
+}
+
+impl Normalizer {
+    fn new(p: nn::Path, size: i64) -> Self {
+        Self {
+            mean: p.zeros_no_train("running_mean", &[size]),
+            variance: p.ones_no_train("running_variance", &[size]),
+            steps: p.ones_no_train("normalization_steps", &[1]),
+        }
+    }
+
+    fn forward(&self, x: &Tensor) -> Tensor {
+        ((x - &self.mean) / (&self.variance / &self.steps).sqrt()).clamp(-5.0, 5.0)
+    }
+
+    fn update(&mut self, x: &Tensor) {
+        tch::no_grad(|| {
+            let n = x.size()[0] as f64;
+            let new_steps = &self.steps + n;
+            let new_mean = &self.mean + (x - &self.mean).sum_dim_intlist(0, false, Kind::Float) / &new_steps;
+            let new_variance = &self.variance + ((x - &new_mean) * (x - &self.mean)).sum_dim_intlist(0, false, Kind::Float);
+            self.mean.copy_(&new_mean);
+            self.variance.copy_(&new_variance);
+            self.steps.copy_(&new_steps);
+        });
+    }
+}
+
+/// Normalisers + Swish MLP.
+struct Body {
+    normalizers: Vec<Option<Normalizer>>,
+    layers: Vec<nn::Linear>,
+}
+
+fn kaiming_linear(p: nn::Path, fan_in: i64, fan_out: i64, gain: f64) -> nn::Linear {
+    let std = gain / (fan_in as f64).sqrt();
+    let config = nn::LinearConfig { ws_init: nn::Init::Randn { mean: 0.0, stdev: std }, bs_init: Some(nn::Init::Const(0.0)), bias: true };
+    nn::linear(p, fan_in, fan_out, config)
+}
+
+impl Body {
+    fn new(p: &nn::Path, d: &PolicyDescription) -> Self {
+        let encoder = p / "observation_encoder" / "processors";
+        let normalizers = d
+            .observation_shapes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| d.normalize.then(|| Normalizer::new(&encoder / i / "normalizer", s[0] as i64)))
+            .collect();
+        let seq = p / "_body_endoder" / "seq_layers";
+        let mut width = d.encoding_width() as i64;
+        let mut layers = vec![];
+        for l in 0..d.num_layers.max(1) {
+            layers.push(kaiming_linear(&seq / (2 * l), width, d.hidden_units as i64, 1.0));
+            width = d.hidden_units as i64;
+        }
+        Self { normalizers, layers }
+    }
+
+    fn forward(&self, observations: &[Tensor]) -> Tensor {
+        let encoded: Vec<Tensor> = observations
+            .iter()
+            .zip(&self.normalizers)
+            .map(|(x, n)| n.as_ref().map_or_else(|| x.shallow_clone(), |n| n.forward(x)))
+            .collect();
+        let mut h = Tensor::cat(&encoded, 1);
+        for layer in &self.layers {
+            h = layer.forward(&h).silu();
+        }
+        h
+    }
+
+    fn update_normalizers(&mut self, observations: &[Tensor]) {
+        for (n, x) in self.normalizers.iter_mut().zip(observations) {
+            if let Some(n) = n {
+                n.update(x);
+            }
+        }
+    }
+}
+
+/// The policy network.
+pub struct Actor {
+    body: Body,
+    mu: Option<nn::Linear>,
+    log_sigma: Option<Tensor>,
+    branches: Vec<nn::Linear>,
+    branch_sizes: Vec<i64>,
+}
+
+/// The value network (one extrinsic value head).
+pub struct Critic {
+    body: Body,
+    value: nn::Linear,
+}
+
+/// What the actor computed for a batch.
+pub struct ActorOutput {
+    /// Raw continuous samples `[n, c]` (sent to the environment as clip(a, -3, 3) / 3).
+    pub continuous: Tensor,
+    /// Discrete choices `[n, branches]` (int64).
+    pub discrete: Tensor,
+    /// Log-probabilities `[n, c + branches]`.
+    pub log_probs: Tensor,
+    /// Entropy per row `[n]`.
+    pub entropy: Tensor,
+}
+
+impl Actor {
+    pub fn new(root: &nn::Path, d: &PolicyDescription) -> Self {
+        let body = Body::new(&(root / "network_body"), d);
+        let h = d.hidden_units as i64;
+        let c = d.action_spec.continuous_size as i64;
+        let (mu, log_sigma) = if c > 0 {
+            let dist = root / "action_model" / "_continuous_distribution";
+            (Some(kaiming_linear(&dist / "mu", h, c, 0.2)), Some(dist.zeros("log_sigma", &[1, c])))
+        } else {
+            (None, None)
+        };
+        let discrete = root / "action_model" / "_discrete_distribution" / "branches";
+        let branch_sizes: Vec<i64> = d.action_spec.discrete_branches.iter().map(|k| *k as i64).collect();
+        let branches = branch_sizes.iter().enumerate().map(|(b, k)| kaiming_linear(&discrete / b, h, *k, 0.1)).collect();
+        Self { body, mu, log_sigma, branches, branch_sizes }
+    }
+
+    /// Evaluates the policy. With `given` (continuous samples, discrete choices) it scores
+    /// those actions (for the update); otherwise it samples (or, `deterministic`, takes modes).
+    pub fn forward(&self, observations: &[Tensor], masks: Option<&Tensor>, given: Option<(&Tensor, &Tensor)>, deterministic: bool) -> ActorOutput {
+        let h = self.body.forward(observations);
+        let n = h.size()[0];
+        let mut log_probs = vec![];
+        let mut entropies = vec![];
+        let mut continuous = Tensor::zeros([n, 0], (Kind::Float, h.device()));
+        if let (Some(mu_layer), Some(log_sigma)) = (&self.mu, &self.log_sigma) {
+            let mu = mu_layer.forward(&h);
+            let log_sigma = mu.zeros_like() + log_sigma;
+            let sigma = log_sigma.exp();
+            let sample = match given {
+                Some((c, _)) => c.shallow_clone(),
+                None if deterministic => mu.shallow_clone(),
+                None => &mu + &sigma * mu.randn_like(),
+            };
+            let lp = -(&sample - &mu).pow_tensor_scalar(2) / (sigma.pow_tensor_scalar(2) * 2.0 + 1e-7)
+                - (&sigma + 1e-7).log()
+                - 0.5 * (2.0 * std::f64::consts::PI).ln();
+            log_probs.push(lp);
+            let e = ((sigma.pow_tensor_scalar(2) * (2.0 * std::f64::consts::PI * std::f64::consts::E)) + 1e-7).log() * 0.5;
+            entropies.push(e.mean_dim(1, false, Kind::Float));
+            continuous = sample;
+        }
+        let mut discrete = vec![];
+        let mut start = 0;
+        for (b, (layer, k)) in self.branches.iter().zip(&self.branch_sizes).enumerate() {
+            let logits = layer.forward(&h);
+            let allowed = masks.map_or_else(|| logits.ones_like(), |m| m.narrow(1, start, *k));
+            let masked: Tensor = &logits * &allowed - (allowed.ones_like() - &allowed) * 1e8;
+            let p = masked.softmax(1, Kind::Float);
+            let choice = match given {
+                Some((_, d)) => d.narrow(1, b as i64, 1),
+                None if deterministic => p.argmax(1, true),
+                None => p.multinomial(1, true),
+            };
+            log_probs.push((p.gather(1, &choice, false) + 1e-7).log());
+            entropies.push(-(&p * (&p + 1e-7).log()).sum_dim_intlist(1, false, Kind::Float));
+            discrete.push(choice);
+            start += k;
+        }
+        let discrete = if discrete.is_empty() { Tensor::zeros([n, 0], (Kind::Int64, h.device())) } else { Tensor::cat(&discrete, 1) };
+        let entropy = entropies.into_iter().reduce(|a, b| a + b).unwrap_or_else(|| Tensor::zeros([n], (Kind::Float, h.device())));
+        ActorOutput { continuous, discrete, log_probs: Tensor::cat(&log_probs, 1), entropy }
+    }
+
+    pub fn update_normalizers(&mut self, observations: &[Tensor]) {
+        self.body.update_normalizers(observations);
+    }
+}
+
+impl Critic {
+    pub fn new(root: &nn::Path, d: &PolicyDescription) -> Self {
+        let body = Body::new(&(root / "network_body"), d);
+        let config = nn::LinearConfig { ws_init: nn::init::DEFAULT_KAIMING_UNIFORM, bs_init: Some(nn::Init::Const(0.0)), bias: true };
+        let value = nn::linear(root / "value_heads" / "value_heads" / "extrinsic", d.hidden_units as i64, 1, config);
+        Self { body, value }
+    }
+
+    /// V(s) `[n]`.
+    pub fn forward(&self, observations: &[Tensor]) -> Tensor {
+        self.value.forward(&self.body.forward(observations)).squeeze_dim(1)
+    }
+
+    pub fn update_normalizers(&mut self, observations: &[Tensor]) {
+        self.body.update_normalizers(observations);
+    }
+}
+
+/// The actor's variables as exportable weights (the critic's are not part of a policy).
+pub fn actor_weights(vs: &nn::VarStore) -> Weights {
+    let mut weights = Weights::default();
+    for (name, tensor) in vs.variables() {
+        if name.starts_with("critic.") {
+            continue;
+        }
+        let t = tensor.to_kind(Kind::Float).contiguous();
+        let shape: Vec<usize> = t.size().iter().map(|d| *d as usize).collect();
+        let data: Vec<f32> = Vec::<f32>::try_from(t.flatten(0, -1)).unwrap_or_default();
+        weights.0.insert(name, WeightTensor { shape, data });
+    }
+    weights
+}

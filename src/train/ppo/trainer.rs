@@ -1,0 +1,293 @@
+//! One behavior's PPO trainer (training.md §6-§9): acts for decision steps, turns steps
+//! into trajectories, computes values and GAE, fills the update buffer, runs the clipped
+//! PPO update with ML-Agents' per-dimension ratio, and reports statistics.
+
+use super::networks::{actor_weights, Actor, Critic};
+use crate::comm::side_channel::StatsAggregation;
+use crate::env::{ActionTuple, DecisionSteps, TerminalSteps};
+use crate::policy::{PolicyDescription, Weights, POLICY_FORMAT_VERSION};
+use crate::spec::BehaviorSpec;
+use crate::train::config::TrainerSettings;
+use crate::train::gae::{gae, standardize};
+use crate::train::schedule::DecayedValue;
+use crate::train::stats::{StatsReporter, CUMULATIVE_REWARD};
+use crate::train::tensorboard::SummaryWriter;
+use crate::train::trajectory::{AgentProcessor, Decision, Trajectory};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use std::time::Instant;
+use tch::{nn, nn::OptimizerConfig, Device, Kind, Tensor};
+
+/// One experience as the update needs it.
+struct Row {
+    obs: Vec<Vec<f32>>,
+    continuous: Vec<f32>,
+    discrete: Vec<i64>,
+    log_probs: Vec<f32>,
+    /// 1 = allowed.
+    mask: Vec<f32>,
+    advantage: f32,
+    ret: f32,
+    value: f32,
+}
+
+/// A PPO trainer for one behavior.
+pub struct PpoTrainer {
+    pub behavior: String,
+    pub settings: TrainerSettings,
+    pub description: PolicyDescription,
+    vs: nn::VarStore,
+    actor: Actor,
+    critic: Critic,
+    optimizer: nn::Optimizer,
+    processor: AgentProcessor,
+    buffer: Vec<Row>,
+    stats: StatsReporter,
+    writer: Option<SummaryWriter>,
+    /// Agent steps ingested.
+    pub step: u64,
+    learning_rate: DecayedValue,
+    beta: DecayedValue,
+    epsilon: DecayedValue,
+    rng: rand_chacha::ChaCha8Rng,
+    started: Instant,
+    /// Console summary lines printed so far (also printed to stdout).
+    pub summaries: Vec<String>,
+    /// Returns of the episodes finished so far, in order.
+    pub episode_returns: Vec<f32>,
+}
+
+fn rows_to_tensor(rows: &[&Row], get: impl Fn(&Row) -> &[f32], width: usize) -> Tensor {
+    let data: Vec<f32> = rows.iter().flat_map(|r| get(r).iter().copied()).collect();
+    Tensor::from_slice(&data).reshape([rows.len() as i64, width as i64])
+}
+
+impl PpoTrainer {
+    pub fn new(behavior: &str, spec: &BehaviorSpec, settings: TrainerSettings, seed: u64, tensorboard: Option<&std::path::Path>) -> Result<Self, String> {
+        if spec.observation_specs.iter().any(|o| o.shape.len() != 1) {
+            return Err(format!("behavior {behavior}: only vector observations are trained so far"));
+        }
+        tch::manual_seed(seed as i64);
+        let description = PolicyDescription {
+            format_version: POLICY_FORMAT_VERSION,
+            observation_shapes: spec.observation_specs.iter().map(|o| o.shape.clone()).collect(),
+            action_spec: spec.action_spec.clone(),
+            hidden_units: settings.network_settings.hidden_units,
+            num_layers: settings.network_settings.num_layers.max(1),
+            normalize: settings.network_settings.normalize,
+            memory_size: 0,
+        };
+        let vs = nn::VarStore::new(Device::Cpu);
+        let actor = Actor::new(&vs.root(), &description);
+        let critic = Critic::new(&(vs.root() / "critic"), &description);
+        let h = &settings.hyperparameters;
+        let optimizer = nn::Adam::default().build(&vs, h.learning_rate).map_err(|e| e.to_string())?;
+        let max = settings.max_steps;
+        let writer = match tensorboard {
+            Some(dir) => Some(SummaryWriter::create(dir).map_err(|e| format!("TensorBoard folder {}: {e}", dir.display()))?),
+            None => None,
+        };
+        Ok(Self {
+            behavior: behavior.into(),
+            learning_rate: DecayedValue::learning_rate(h.learning_rate_schedule, h.learning_rate, max),
+            beta: DecayedValue::beta(h.beta_schedule, h.beta, max),
+            epsilon: DecayedValue::epsilon(h.epsilon_schedule, h.epsilon, max),
+            processor: AgentProcessor::new(settings.time_horizon),
+            stats: StatsReporter::new(behavior, settings.summary_freq as u64, 0),
+            settings,
+            description,
+            vs,
+            actor,
+            critic,
+            optimizer,
+            buffer: vec![],
+            writer,
+            step: 0,
+            rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
+            started: Instant::now(),
+            summaries: vec![],
+            episode_returns: vec![],
+        })
+    }
+
+    /// Still below `max_steps`.
+    pub fn should_train(&self) -> bool {
+        self.step <= self.settings.max_steps
+    }
+
+    /// Samples actions for the agents that need a decision.
+    pub fn act(&mut self, steps: &DecisionSteps) -> (ActionTuple, Vec<Decision>) {
+        let n = steps.len();
+        if n == 0 {
+            return (ActionTuple::zeros(&self.description.action_spec, 0), vec![]);
+        }
+        let obs: Vec<Tensor> = steps.obs.iter().map(|b| Tensor::from_slice(&b.data).reshape([n as i64, b.agent_len() as i64])).collect();
+        let total: usize = self.description.action_spec.discrete_branches.iter().sum();
+        let masks = steps.action_mask.as_ref().map(|branches| {
+            let mut data = Vec::with_capacity(n * total);
+            for a in 0..n {
+                for m in branches {
+                    let size = m.len() / n;
+                    data.extend(m[a * size..(a + 1) * size].iter().map(|masked| if *masked { 0.0f32 } else { 1.0 }));
+                }
+            }
+            Tensor::from_slice(&data).reshape([n as i64, total as i64])
+        });
+        let out = tch::no_grad(|| self.actor.forward(&obs, masks.as_ref(), None, false));
+        let c = self.description.action_spec.continuous_size;
+        let nb = self.description.action_spec.discrete_size();
+        let raw: Vec<f32> = Vec::<f32>::try_from(out.continuous.flatten(0, -1)).unwrap_or_default();
+        let discrete: Vec<i64> = Vec::<i64>::try_from(out.discrete.flatten(0, -1)).unwrap_or_default();
+        let log_probs: Vec<f32> = Vec::<f32>::try_from(out.log_probs.flatten(0, -1)).unwrap_or_default();
+        let entropy: Vec<f32> = Vec::<f32>::try_from(out.entropy).unwrap_or_default();
+        for e in entropy {
+            self.stats.add("Policy/Entropy", e, StatsAggregation::Average);
+        }
+        let k = c + nb;
+        let decisions = (0..n)
+            .map(|a| Decision {
+                continuous: raw[a * c..(a + 1) * c].to_vec(),
+                discrete: discrete[a * nb..(a + 1) * nb].iter().map(|d| *d as i32).collect(),
+                log_probs: log_probs[a * k..(a + 1) * k].to_vec(),
+            })
+            .collect();
+        let actions = ActionTuple {
+            continuous: raw.iter().map(|v| v.clamp(-3.0, 3.0) / 3.0).collect(),
+            discrete: discrete.iter().map(|d| *d as i32).collect(),
+        };
+        (actions, decisions)
+    }
+
+    /// Takes one environment step of one worker (with the decisions `act` returned for it).
+    pub fn ingest(&mut self, worker: usize, decision_steps: &DecisionSteps, terminal_steps: &TerminalSteps, decisions: Vec<Decision>) {
+        let (trajectories, episodes) = self.processor.add_steps(worker, decision_steps, terminal_steps, decisions);
+        for e in episodes {
+            self.episode_returns.push(e.cumulative_reward);
+            self.stats.add(CUMULATIVE_REWARD, e.cumulative_reward, StatsAggregation::Average);
+            self.stats.add("Environment/Episode Length", e.length as f32, StatsAggregation::Average);
+        }
+        for t in trajectories {
+            self.process(t);
+        }
+    }
+
+    fn process(&mut self, t: Trajectory) {
+        let n = t.steps.len();
+        let sizes: Vec<usize> = self.description.observation_shapes.iter().map(|s| s[0]).collect();
+        let obs: Vec<Tensor> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, size)| {
+                let mut data: Vec<f32> = t.steps.iter().flat_map(|s| s.obs[i].iter().copied()).collect();
+                data.extend_from_slice(&t.next_obs[i]);
+                Tensor::from_slice(&data).reshape([(n + 1) as i64, *size as i64])
+            })
+            .collect();
+        let steps_only: Vec<Tensor> = obs.iter().map(|o| o.narrow(0, 0, n as i64)).collect();
+        self.actor.update_normalizers(&steps_only);
+        self.critic.update_normalizers(&steps_only);
+        let values: Vec<f32> = tch::no_grad(|| Vec::<f32>::try_from(self.critic.forward(&obs)).unwrap_or_default());
+        let signal = &self.settings.reward_signals["extrinsic"];
+        let rewards: Vec<f32> = t.steps.iter().map(|s| s.reward * signal.strength as f32).collect();
+        let (advantages, returns) =
+            gae(&rewards, &values[..n], values[n], t.terminal, signal.gamma as f32, self.settings.hyperparameters.lambd as f32);
+        let mean_value = values[..n].iter().sum::<f32>() / n as f32;
+        self.stats.add("Policy/Extrinsic Value Estimate", mean_value, StatsAggregation::Average);
+        let total: usize = self.description.action_spec.discrete_branches.iter().sum();
+        for (k, s) in t.steps.into_iter().enumerate() {
+            let mask = if s.action_mask.len() == total { s.action_mask.iter().map(|m| if *m { 0.0 } else { 1.0 }).collect() } else { vec![1.0; total] };
+            self.buffer.push(Row {
+                obs: s.obs,
+                continuous: s.decision.continuous,
+                discrete: s.decision.discrete.iter().map(|d| *d as i64).collect(),
+                log_probs: s.decision.log_probs,
+                mask,
+                advantage: advantages[k],
+                ret: returns[k],
+                value: values[k],
+            });
+        }
+        self.step += n as u64;
+        if let Some(label) = self.stats.due(self.step) {
+            self.summarize(label);
+        }
+    }
+
+    fn summarize(&mut self, label: u64) {
+        let line = self.stats.console_line(label, self.started.elapsed().as_secs_f64(), self.should_train());
+        println!("[INFO] {line}");
+        self.summaries.push(line);
+        if let Some(w) = self.writer.as_mut() {
+            if let Err(e) = self.stats.write(w, label) {
+                log::warn!("TensorBoard write failed: {e}");
+            }
+        } else {
+            self.stats.clear();
+        }
+    }
+
+    /// Runs an update when the buffer holds more than `buffer_size` experiences.
+    pub fn maybe_update(&mut self) {
+        let h = self.settings.hyperparameters.clone();
+        if self.buffer.len() <= h.buffer_size {
+            return;
+        }
+        let mut advantages: Vec<f32> = self.buffer.iter().map(|r| r.advantage).collect();
+        standardize(&mut advantages);
+        for (r, a) in self.buffer.iter_mut().zip(advantages) {
+            r.advantage = a;
+        }
+        let (lr, beta, epsilon) = (self.learning_rate.value(self.step), self.beta.value(self.step), self.epsilon.value(self.step));
+        self.optimizer.set_lr(lr);
+        let sizes: Vec<usize> = self.description.observation_shapes.iter().map(|s| s[0]).collect();
+        let c = self.description.action_spec.continuous_size;
+        let nb = self.description.action_spec.discrete_size();
+        let total: usize = self.description.action_spec.discrete_branches.iter().sum();
+        let (mut policy_losses, mut value_losses) = (vec![], vec![]);
+        let mut order: Vec<usize> = (0..self.buffer.len()).collect();
+        for _ in 0..h.num_epoch {
+            order.shuffle(&mut self.rng);
+            for chunk in order.chunks_exact(h.batch_size) {
+                let rows: Vec<&Row> = chunk.iter().map(|i| &self.buffer[*i]).collect();
+                let b = rows.len() as i64;
+                let obs: Vec<Tensor> = sizes.iter().enumerate().map(|(i, s)| rows_to_tensor(&rows, |r| &r.obs[i], *s)).collect();
+                let continuous = rows_to_tensor(&rows, |r| &r.continuous, c);
+                let discrete_data: Vec<i64> = rows.iter().flat_map(|r| r.discrete.iter().copied()).collect();
+                let discrete = Tensor::from_slice(&discrete_data).reshape([b, nb as i64]);
+                let masks = rows_to_tensor(&rows, |r| &r.mask, total);
+                let old_log_probs = rows_to_tensor(&rows, |r| &r.log_probs, c + nb);
+                let adv: Vec<f32> = rows.iter().map(|r| r.advantage).collect();
+                let ret: Vec<f32> = rows.iter().map(|r| r.ret).collect();
+                let old_v: Vec<f32> = rows.iter().map(|r| r.value).collect();
+                let (adv, ret, old_v) = (Tensor::from_slice(&adv).unsqueeze(1), Tensor::from_slice(&ret), Tensor::from_slice(&old_v));
+                let out = self.actor.forward(&obs, (total > 0).then_some(&masks), Some((&continuous, &discrete)), false);
+                let ratio = (&out.log_probs - &old_log_probs).exp();
+                let surrogate = (&ratio * &adv).min_other(&(ratio.clamp(1.0 - epsilon, 1.0 + epsilon) * &adv));
+                let policy_loss = -surrogate.mean(Kind::Float);
+                let v = self.critic.forward(&obs);
+                let v_clipped = &old_v + (&v - &old_v).clamp(-epsilon, epsilon);
+                let value_loss = (&ret - &v).pow_tensor_scalar(2).max_other(&(&ret - &v_clipped).pow_tensor_scalar(2)).mean(Kind::Float);
+                let loss: Tensor = &policy_loss + &value_loss * 0.5 - out.entropy.mean(Kind::Float) * beta;
+                self.optimizer.zero_grad();
+                loss.backward();
+                self.optimizer.step();
+                policy_losses.push(policy_loss.double_value(&[]).abs() as f32);
+                value_losses.push(value_loss.double_value(&[]) as f32);
+            }
+        }
+        self.buffer.clear();
+        for (tag, values) in [("Losses/Policy Loss", policy_losses), ("Losses/Value Loss", value_losses)] {
+            if let Some(mean) = StatsAggregation::Average.aggregate(&values) {
+                self.stats.add(tag, mean, StatsAggregation::Average);
+            }
+        }
+        self.stats.add("Policy/Learning Rate", lr as f32, StatsAggregation::Average);
+        self.stats.add("Policy/Epsilon", epsilon as f32, StatsAggregation::Average);
+        self.stats.add("Policy/Beta", beta as f32, StatsAggregation::Average);
+    }
+
+    /// The actor's weights as a backend-neutral policy.
+    pub fn policy(&self) -> (PolicyDescription, Weights) {
+        (self.description.clone(), actor_weights(&self.vs))
+    }
+}
