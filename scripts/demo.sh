@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# The main job, as far as it is built: start a stand-in scene, drive it with the Rust
-# environment API (random policy), then play Unity-trained policies on the stand-ins with our
-# tract runner, in both formats. Training (mlagents-learn) and export (mlagents-export) are
-# not built yet; this script will grow into "train briefly, export, run the export".
+# The main job end to end: train Basic briefly on its stand-in scene (PPO on tch, the shipped
+# Basic configuration with a 30000-step budget), export the policy to ONNX, check it and play
+# the export against the scene with our tract runner; then play Unity-trained policies of
+# both formats on the stand-ins. Installs libtorch (PyPI torch==2.13.0) on first use.
+# Not built yet: the .nn export, checkpoints and resume.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mlagents-rs-target}
-SCENE=${1:-3DBall}
-cargo build --release --quiet --bin mlagents-sim
-"$CARGO_TARGET_DIR/release/mlagents-sim" --scene list
-cargo run --release --quiet --example random_agent -- "sim:$SCENE" 2000
+TORCH_VENV=$(scripts/torch-venv.sh)
+LIBTORCH_USE_PYTORCH=1 PATH="$TORCH_VENV/bin:$PATH" cargo build --release --quiet --features train --bins
+BIN="$CARGO_TARGET_DIR/release"
+RESULTS=${RESULTS:-results}
+echo "== train: mlagents-learn config/Basic-quick.yaml --env sim:Basic"
+"$BIN/mlagents-learn" config/Basic-quick.yaml --run-id demo --env sim:Basic --results-dir "$RESULTS" --force
+echo "== check and play the export"
+"$BIN/mlagents-run" check "$RESULTS/demo/Basic.onnx" --env sim:Basic
+"$BIN/mlagents-run" "$RESULTS/demo/Basic.onnx" --env sim:Basic --episodes 20 --deterministic
 MODELS=${MLAGENTS_MODELS:-../shared/models}
-cargo build --release --quiet --bin mlagents-run
 for model in nn/Basic.nn:Basic nn/3DBall.nn:3DBall onnx/3DBall.onnx:3DBall; do
-  echo "== ${model%%:*} on sim:${model##*:}"
-  "$CARGO_TARGET_DIR/release/mlagents-run" "$MODELS/${model%%:*}" --env "sim:${model##*:}" --episodes 20 --deterministic
+  echo "== Unity-trained ${model%%:*} on sim:${model##*:}"
+  "$BIN/mlagents-run" "$MODELS/${model%%:*}" --env "sim:${model##*:}" --episodes 20 --deterministic
 done
