@@ -67,7 +67,8 @@ fn side_channels(run: &RunOptions) -> Vec<SharedSideChannel> {
 
 /// Trains until every behavior's trainer has reached its `max_steps`.
 pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String, BehaviorResult>, String> {
-    let seed = if run.env_settings.seed < 0 { 0 } else { run.env_settings.seed as u64 };
+    // As mlagents-learn: seed -1 draws one in [0, 10000).
+    let seed = if run.env_settings.seed < 0 { rand::random::<u64>() % 10_000 } else { run.env_settings.seed as u64 };
     let base = EnvOptions {
         env: options.env.clone(),
         base_port: Some(run.env_settings.base_port),

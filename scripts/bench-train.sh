@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Training benchmark: our mlagents-learn and the real mlagents-learn 0.28 (Python, torch
+# 2.13) on the same stand-in scene with the same configuration, one after the other in the
+# same run. Reports steps/s, wall time and steps to the first summary at the target reward,
+# the final summary's reward and peak memory (RSS of the trainer process tree as GNU time
+# sees the top process).
+# Usage: scripts/bench-train.sh [SCENE] [CONFIG] [TARGET]   (default 3DBall, its shipped config, 100)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SCENE=${1:-3DBall}
+CONFIG=${2:-tests/fixtures/config/$SCENE.yaml}
+TARGET=${3:-100}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mlagents-rs-target}
+TORCH_VENV=$(scripts/torch-venv.sh)
+bash ../shared/tools/peer-setup.sh "$TORCH_VENV" >&2   # adds the real trainer to the torch venv
+LIBTORCH_USE_PYTORCH=1 PATH="$TORCH_VENV/bin:$PATH" cargo build --release --quiet --features train --bins
+OUT=$(mktemp -d)
+SIM="$CARGO_TARGET_DIR/release/mlagents-sim"
+/usr/bin/time -v "$CARGO_TARGET_DIR/release/mlagents-learn" "$CONFIG" --run-id ours --env "sim:$SCENE" \
+  --results-dir "$OUT" --force > "$OUT/ours.log" 2> "$OUT/ours.time" || true
+/usr/bin/time -v "$TORCH_VENV/bin/mlagents-learn" "$CONFIG" --run-id python --env "$SIM" --env-args --scene "$SCENE" \
+  --no-graphics --results-dir "$OUT" --base-port 6405 --force > "$OUT/python.log" 2> "$OUT/python.time" || true
+python3 - "$OUT" "$TARGET" <<'PY'
+import re, sys
+out, target = sys.argv[1], float(sys.argv[2])
+for name in ("ours", "python"):
+    lines = [l for l in open(f"{out}/{name}.log", errors="replace") if "Mean Reward" in l]
+    rows = [(int(m.group(1)), float(m.group(2)), float(m.group(3))) for l in lines
+            if (m := re.search(r"Step: (\d+)\. Time Elapsed: ([\d.]+) s\. Mean Reward: ([\d.]+)", l))]
+    time = open(f"{out}/{name}.time", errors="replace").read()
+    wall = re.search(r"Elapsed \(wall clock\) time.*: (.*)", time).group(1)
+    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", time).group(1)) / 1024
+    first = next(((s, t) for s, t, r in rows if r >= target - 0.01), None)
+    steps, elapsed, reward = rows[-1] if rows else (0, 0, float("nan"))
+    print(f"{name:7s} steps/s {steps / elapsed:8.0f}  first >= {target}: "
+          f"{'%d steps, %.1f s' % first if first else 'never'}  final reward {reward:.3f}  wall {wall}  peak RSS {rss:.0f} MiB")
+PY
