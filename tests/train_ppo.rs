@@ -66,7 +66,7 @@ fn hybrid() {
     trains("SimpleHybrid", 20_000, 64, 1024, 1e-3);
 }
 
-/// Train, export to ONNX, play the export with our runner: it keeps the training score.
+/// Train, export to ONNX and .nn, play both exports with our runner: they keep the training score.
 #[test]
 fn a_trained_policy_exports_and_plays() {
     use mlagents::run::{play, LoadOptions, Policy, PolicyDriver};
@@ -74,19 +74,21 @@ fn a_trained_policy_exports_and_plays() {
     let options = LearnOptions { env: Some("sim:Simple1DDiscrete".into()), run_dir: Some(dir.clone()), timeout_wait: Duration::from_secs(60) };
     let results = learn(&dummy_config("1D", 3000, 16, 64, 5e-3, 1337), &options).unwrap();
     let onnx = results["1D"].onnx.clone().expect("exported");
-    let policy = Policy::load(&onnx, LoadOptions { deterministic: true, seed: None }).unwrap();
-    let mut env = mlagents::env::UnityEnvironment::new(mlagents::env::EnvOptions {
-        env: Some("sim:Simple1DDiscrete".into()),
-        base_port: Some(0),
-        ..Default::default()
-    })
-    .unwrap();
-    env.reset().unwrap();
-    let spec = env.behavior_specs()["1D?team=0"].clone();
-    let mut driver = PolicyDriver::new(policy, "1D?team=0", &spec, true, 0).unwrap();
-    let report = play(&mut env, &mut driver, 20, 5000).unwrap();
-    env.close().unwrap();
-    assert!(report.mean_reward > 0.9, "{report:?}");
+    for model in [onnx.clone(), onnx.with_extension("nn")] {
+        let policy = Policy::load(&model, LoadOptions { deterministic: true, seed: None }).unwrap();
+        let mut env = mlagents::env::UnityEnvironment::new(mlagents::env::EnvOptions {
+            env: Some("sim:Simple1DDiscrete".into()),
+            base_port: Some(0),
+            ..Default::default()
+        })
+        .unwrap();
+        env.reset().unwrap();
+        let spec = env.behavior_specs()["1D?team=0"].clone();
+        let mut driver = PolicyDriver::new(policy, "1D?team=0", &spec, true, 0).unwrap();
+        let report = play(&mut env, &mut driver, 20, 5000).unwrap();
+        env.close().unwrap();
+        assert!(report.mean_reward > 0.9, "{}: {report:?}", model.display());
+    }
     assert!(dir.join("1D").read_dir().unwrap().any(|f| f.unwrap().file_name().to_string_lossy().starts_with("events.out.tfevents")));
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -1,6 +1,7 @@
 //! Barracuda `.nn` models (barracuda-nn.md): a reader for format versions 15–20 and a writer.
 //! Reading then writing any file gives back the same bytes.
 
+pub mod export;
 mod lower;
 mod model;
 mod reader;

@@ -135,5 +135,13 @@ fn export(trainer: &PpoTrainer, dir: &Path) -> Result<PathBuf, String> {
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     let path = dir.join(format!("{}.onnx", trainer.behavior));
     std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    // The Barracuda export for older Unity packages (not for hybrid actions, which it cannot express).
+    match crate::barracuda::export::to_nn(&description, &weights) {
+        Ok(model) => {
+            let nn = dir.join(format!("{}.nn", trainer.behavior));
+            std::fs::write(&nn, crate::barracuda::write(&model)).map_err(|e| format!("{}: {e}", nn.display()))?;
+        }
+        Err(e) => log::info!("{}: no .nn export: {e}", trainer.behavior),
+    }
     Ok(path)
 }

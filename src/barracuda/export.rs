@@ -1,0 +1,182 @@
+//! Exporting a policy to a Barracuda `.nn` file (format 16) as ML-Agents 0.16-0.21 did
+//! (barracuda-nn.md §8, §11): inputs `vector_observation` and `action_masks`, the constants
+//! `version_number` (2), `memory_size`, `is_continuous_control`, `action_output_shape` in a
+//! first Load layer, Dense + Swish layers, and an `action` output holding clipped actions
+//! (continuous) or normalised log-probabilities per branch (discrete). Only layer kinds every
+//! Barracuda release runs are used.
+
+use super::model::{Activation, Input, Layer, LayerType, NnModel, WeightType};
+use super::writer::TensorBlob;
+use super::FORMAT_VERSION;
+use crate::policy::{names, PolicyDescription, PolicyError, Weights, NORMALIZATION_CLIP};
+
+struct NnBuilder {
+    blob: TensorBlob,
+    layers: Vec<Layer>,
+    constants: Layer,
+}
+
+impl NnBuilder {
+    fn tensor(&mut self, name: &str, shape: &[i32], values: &[f32]) -> Result<super::TensorDesc, PolicyError> {
+        self.blob.add(name, shape, values).map_err(PolicyError::Unsupported)
+    }
+
+    /// A constant in the first Load layer; returns its name.
+    fn constant(&mut self, name: &str, values: &[f32]) -> Result<String, PolicyError> {
+        let t = self.tensor(name, &[1, 1, 1, values.len() as i32], values)?;
+        self.constants.tensors.push(t);
+        Ok(name.into())
+    }
+
+    fn layer(&mut self, name: &str, kind: LayerType, inputs: &[&str]) -> String {
+        self.layers.push(Layer::new(name, kind, inputs));
+        name.into()
+    }
+
+    fn activation(&mut self, name: &str, activation: Activation, input: &str) -> String {
+        let mut l = Layer::new(name, LayerType::Activation, &[input]);
+        l.activation = activation;
+        self.layers.push(l);
+        name.into()
+    }
+
+    /// Dense with a torch `[out, in]` weight, stored as Barracuda's `[in, 1, 1, out]`.
+    fn dense(&mut self, name: &str, input: &str, weights: &Weights, weight: &str, bias: &str) -> Result<String, PolicyError> {
+        let w = weights.get(weight)?;
+        let b = weights.get(bias)?;
+        let (out, inp) = (w.shape[0], w.shape[1]);
+        let mut transposed = vec![0.0; out * inp];
+        for o in 0..out {
+            for i in 0..inp {
+                transposed[i * out + o] = w.data[o * inp + i];
+            }
+        }
+        let kernel = self.tensor(&format!("{name}/kernel"), &[inp as i32, 1, 1, out as i32], &transposed)?;
+        let bias = self.tensor(&format!("{name}/bias"), &[1, 1, 1, out as i32], &b.data)?;
+        let mut l = Layer::new(name, LayerType::Dense, &[input]);
+        l.tensors = vec![kernel, bias];
+        self.layers.push(l);
+        Ok(name.into())
+    }
+}
+
+/// Builds the `.nn` model of a policy (one vector observation input: all vector sensors
+/// concatenated, as Unity 1.x feeds `vector_observation`).
+pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnModel, PolicyError> {
+    description.check(weights)?;
+    let actions = &description.action_spec;
+    if actions.is_hybrid() {
+        return Err(PolicyError::Unsupported("the .nn interface (model API 2) has no hybrid actions; export ONNX".into()));
+    }
+    let mut b = NnBuilder { blob: TensorBlob::new(), layers: vec![], constants: Layer::new("action_output_shape", LayerType::Load, &[]) };
+    let continuous = actions.continuous_size > 0;
+    let total: usize = actions.discrete_branches.iter().sum();
+    let output_size = if continuous { actions.continuous_size } else { total };
+    // The merged Load layer is named after its first tensor (barracuda-nn.md §8).
+    b.constant("action_output_shape", &[output_size as f32])?;
+    b.constant("memory_size", &[0.0])?;
+    b.constant("version_number", &[2.0])?;
+    b.constant("is_continuous_control", &[if continuous { 1.0 } else { 0.0 }])?;
+    let width = description.encoding_width();
+    let mut inputs = vec![Input { name: "vector_observation".into(), shape: vec![-1, 1, 1, width as i32] }];
+    let mut x = "vector_observation".to_string();
+    if description.normalize {
+        let (mut mean, mut std) = (vec![], vec![]);
+        for i in 0..description.observation_shapes.len() {
+            let steps = weights.get(&names::normalization_steps(i))?.data[0];
+            mean.extend_from_slice(&weights.get(&names::running_mean(i))?.data);
+            std.extend(weights.get(&names::running_variance(i))?.data.iter().map(|v| (v / steps).sqrt()));
+        }
+        let mean = b.constant("normalization/mean", &mean)?;
+        let std = b.constant("normalization/std", &std)?;
+        let low = b.constant("normalization/low", &[-NORMALIZATION_CLIP])?;
+        let high = b.constant("normalization/high", &[NORMALIZATION_CLIP])?;
+        let centred = b.layer("normalization/sub", LayerType::Sub, &[&x, &mean]);
+        let z = b.layer("normalization/div", LayerType::Div, &[&centred, &std]);
+        let lower = b.layer("normalization/max", LayerType::Max, &[&z, &low]);
+        x = b.layer("normalization/clip", LayerType::Min, &[&lower, &high]);
+    }
+    for l in 0..description.num_layers {
+        let d = b.dense(&format!("main_graph_0/hidden_{l}"), &x, weights, &names::body_weight(l), &names::body_bias(l))?;
+        x = b.activation(&format!("main_graph_0/hidden_{l}/swish"), Activation::Swish, &d);
+    }
+    if continuous {
+        // Deterministic action: clip(mu, -3, 3) / 3 (the sampled one adds exp(log_std) * N(0, 1)).
+        let mu = b.dense("policy/mu", &x, weights, names::MU_WEIGHT, names::MU_BIAS)?;
+        let log_std = b.constant("policy/log_std", &weights.get(names::LOG_SIGMA)?.data)?;
+        let std = b.activation("policy/std", Activation::Exp, &log_std);
+        let mut noise = Layer::new("policy/epsilon", LayerType::RandomNormal, &[&mu]);
+        (noise.alpha, noise.beta) = (1.0, 0.0);
+        b.layers.push(noise);
+        let scaled = b.layer("policy/scaled_noise", LayerType::Mul, &["policy/epsilon", &std]);
+        let sample = b.layer("policy/sample", LayerType::Add, &[&mu, &scaled]);
+        let low = b.constant("policy/clip_low", &[-3.0])?;
+        let high = b.constant("policy/clip_high", &[3.0])?;
+        let three = b.constant("policy/three", &[3.0])?;
+        let lower = b.layer("policy/clip_max", LayerType::Max, &[&sample, &low]);
+        let clipped = b.layer("policy/clip_min", LayerType::Min, &[&lower, &high]);
+        let scaled_action = b.layer("policy/action", LayerType::Div, &[&clipped, &three]);
+        b.activation("action", Activation::None, &scaled_action);
+    } else {
+        inputs.push(Input { name: "action_masks".into(), shape: vec![-1, 1, 1, total as i32] });
+        let epsilon = b.constant("policy/epsilon_prob", &[1e-7])?;
+        let mut branches = vec![];
+        let mut start = 0;
+        for (k, size) in actions.discrete_branches.iter().enumerate() {
+            let logits = b.dense(&format!("policy/branch_{k}"), &x, weights, &names::branch_weight(k), &names::branch_bias(k))?;
+            let probs = b.activation(&format!("policy/branch_{k}/softmax"), Activation::Softmax, &logits);
+            let mut slice = Layer::new(&format!("policy/branch_{k}/mask"), LayerType::StridedSlice, &["action_masks"]);
+            (slice.pad, slice.pool, slice.stride) = (vec![0, 0, 0, start], vec![0, 0, 0, start + *size as i32], vec![1, 1, 1, 1]);
+            b.layers.push(slice);
+            let shifted = b.layer(&format!("policy/branch_{k}/add"), LayerType::Add, &[&probs, &epsilon]);
+            let masked = b.layer(&format!("policy/branch_{k}/masked"), LayerType::Mul, &[&shifted, &format!("policy/branch_{k}/mask")]);
+            let mut sum = Layer::new(&format!("policy/branch_{k}/sum"), LayerType::ReduceSum, &[&masked]);
+            sum.axis = 3;
+            b.layers.push(sum);
+            let normalised = b.layer(&format!("policy/branch_{k}/normalised"), LayerType::Div, &[&masked, &format!("policy/branch_{k}/sum")]);
+            let lifted = b.layer(&format!("policy/branch_{k}/lifted"), LayerType::Add, &[&normalised, &epsilon]);
+            branches.push(b.activation(&format!("policy/branch_{k}/log"), Activation::Log, &lifted));
+            start += *size as i32;
+        }
+        let refs: Vec<&str> = branches.iter().map(|s| s.as_str()).collect();
+        if refs.len() == 1 {
+            b.activation("action", Activation::None, refs[0]);
+        } else {
+            let mut concat = Layer::new("policy/concat", LayerType::Concat, &refs);
+            concat.axis = 3;
+            b.layers.push(concat);
+            b.activation("action", Activation::None, "policy/concat");
+        }
+    }
+    // The Load layer holds every constant and comes first; tensors must lie in file order.
+    let NnBuilder { blob, mut layers, constants } = b;
+    let mut ordered = vec![constants];
+    ordered.append(&mut layers);
+    let mut model = NnModel {
+        version: FORMAT_VERSION,
+        inputs,
+        outputs: vec!["action".into()],
+        memories: vec![],
+        layers: ordered,
+        weight_type: WeightType::Float32,
+        padding: vec![],
+        weights: blob.into_bytes(),
+        trailer: None,
+    };
+    repack(&mut model);
+    Ok(model)
+}
+
+/// Rewrites tensor offsets and the blob in file order (constants were added to the Load
+/// layer interleaved with other layers' tensors).
+fn repack(model: &mut NnModel) {
+    let old = model.clone();
+    let mut blob = TensorBlob::new();
+    for layer in &mut model.layers {
+        for t in &mut layer.tensors {
+            let values = old.tensor_values(t);
+            *t = blob.add(&t.name, &t.shape, &values).expect("shapes were checked when added");
+        }
+    }
+    model.weights = blob.into_bytes();
+}
