@@ -92,3 +92,30 @@ fn a_trained_policy_exports_and_plays() {
     assert!(dir.join("1D").read_dir().unwrap().any(|f| f.unwrap().file_name().to_string_lossy().starts_with("events.out.tfevents")));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Ctrl-C during training: the trainer stops, closes the environment and still exports,
+/// exiting 0.
+#[test]
+fn interrupted_training_still_exports() {
+    let dir = std::env::temp_dir().join(format!("mlagents-interrupt-{}", std::process::id()));
+    let config = dir.join("config.yaml");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(&config, "behaviors:\n  1D:\n    max_steps: 10000000\n    summary_freq: 1000\nenv_settings: {base_port: 0}\n").unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mlagents-learn"))
+        .args([config.to_str().unwrap(), "--run-id", "interrupted", "--env", "sim:Simple1DDiscrete", "--results-dir"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    // SAFETY: sends a signal to our own child.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let run = dir.join("interrupted");
+    assert!(run.join("1D.onnx").is_file() && run.join("1D.nn").is_file() && run.join("configuration.yaml").is_file());
+    let _ = std::fs::remove_dir_all(dir);
+}

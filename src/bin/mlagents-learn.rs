@@ -1,9 +1,9 @@
 //! `mlagents-learn CONFIG.yaml --run-id ID --env ENV`: PPO training as ML-Agents' trainer
 //! runs it (the `train` feature). What works so far: the YAML configuration, `--env`,
 //! `--num-envs`, `--base-port`, `--seed`, `--results-dir`, `--force`, `--timeout-wait`,
-//! vector-observation PPO, console summaries, TensorBoard files and the final ONNX export.
-//! Not built yet: checkpoints and `--resume`/`--initialize-from`, visual encoders, Ctrl-C
-//! handling, progress bar.
+//! vector-observation PPO, console summaries, TensorBoard files, the final ONNX and `.nn`
+//! exports, and Ctrl-C/SIGTERM (stop after the current step, close, export, exit 0).
+//! Not built yet: checkpoints and `--resume`/`--initialize-from`, visual encoders, progress bar.
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;

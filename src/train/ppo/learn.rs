@@ -9,7 +9,24 @@ use crate::spec::BehaviorName;
 use crate::train::config::{EnvironmentParameter, RunOptions};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+/// Set by SIGINT/SIGTERM: training stops after the current step, closes the environments
+/// and still exports.
+static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn request_stop(_signal: libc::c_int) {
+    STOP_REQUESTED.store(true, Ordering::SeqCst);
+}
+
+fn install_stop_handlers() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, request_stop as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, request_stop as *const () as libc::sighandler_t);
+    }
+}
 
 /// How to run a training session besides the configuration.
 #[derive(Debug, Clone)]
@@ -81,8 +98,13 @@ pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String
     let mut envs = VecEnv::new(run.env_settings.num_envs.max(1), |w| VecEnv::worker_options(&base, w, &|_| side_channels(run)))
         .map_err(|e| e.to_string())?;
     envs.reset().map_err(|e| e.to_string())?;
+    install_stop_handlers();
     let mut trainers: BTreeMap<String, PpoTrainer> = BTreeMap::new();
     loop {
+        if STOP_REQUESTED.load(Ordering::SeqCst) {
+            log::info!("stop requested: closing the environments and exporting");
+            break;
+        }
         for (worker, env) in envs.envs_mut().iter_mut().enumerate() {
             for name in env.behavior_names() {
                 if !trainers.contains_key(&name) {
