@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The main job end to end: train Basic briefly on its stand-in scene (PPO on tch, the shipped
 # Basic configuration with a 30000-step budget), export the policy to ONNX, check it and play
-# the export against the scene with our tract runner; then play Unity-trained policies of
+# both exports (ONNX and .nn) against the scene with our tract runner; then play Unity-trained policies of
 # both formats on the stand-ins. Installs libtorch (PyPI torch==2.13.0) on first use.
-# Not built yet: the .nn export, checkpoints and resume.
+# Not built yet: checkpoints and resume.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
@@ -17,6 +17,7 @@ echo "== train: mlagents-learn config/Basic-quick.yaml --env sim:Basic"
 echo "== check and play the export"
 "$BIN/mlagents-run" check "$RESULTS/demo/Basic.onnx" --env sim:Basic
 "$BIN/mlagents-run" "$RESULTS/demo/Basic.onnx" --env sim:Basic --episodes 20 --deterministic
+"$BIN/mlagents-run" "$RESULTS/demo/Basic.nn" --env sim:Basic --episodes 20 --deterministic
 MODELS=${MLAGENTS_MODELS:-../shared/models}
 for model in nn/Basic.nn:Basic nn/3DBall.nn:3DBall onnx/3DBall.onnx:3DBall; do
   echo "== Unity-trained ${model%%:*} on sim:${model##*:}"

@@ -436,6 +436,12 @@ impl Context<'_> {
                 }
             }
         }
+        if !reward_signals.contains_key("extrinsic") {
+            return Err(ConfigError::Invalid {
+                file: self.file.into(),
+                message: format!("{name}: reward_signals has no extrinsic signal (the only one this trainer implements)"),
+            });
+        }
         let int = |v: Option<f64>, default: u64| v.map(|x| x.max(0.0) as u64).unwrap_or(default);
         let settings = TrainerSettings {
             trainer_type,
@@ -575,6 +581,12 @@ mod tests {
         assert_eq!(p["mass"], EnvironmentParameter::Constant(2.0));
         assert_eq!(p["scale"], EnvironmentParameter::Uniform { min_value: 0.5, max_value: 1.5, seed: -1 });
         assert_eq!(p["g"], EnvironmentParameter::MultiRangeUniform { intervals: vec![(7.0, 10.0), (15.0, 20.0)], seed: 3 });
+    }
+
+    #[test]
+    fn a_behavior_needs_the_extrinsic_signal() {
+        let e = RunOptions::from_yaml("behaviors:\n  B:\n    reward_signals: {}\n", "t.yaml").unwrap_err();
+        assert!(e.to_string().contains("no extrinsic signal"), "{e}");
     }
 
     #[test]
