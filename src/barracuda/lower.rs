@@ -176,6 +176,9 @@ impl Builder<'_> {
         let ([x], [w, b]) = (inputs, layer.tensors.as_slice()) else {
             return Err(bad("Dense needs 1 input and 2 tensors"));
         };
+        if w.shape.len() != 4 {
+            return Err(bad("the Dense kernel's shape needs 4 entries [in, 1, 1, out]"));
+        }
         let (n_in, n_out) = (w.shape[0] as i64, w.shape[3] as i64);
         let weights = self.model.tensor_values(w);
         let w = self.constant(&w.name, &[n_in, n_out], weights);
@@ -194,6 +197,9 @@ impl Builder<'_> {
         let ([x], [k, b]) = (inputs, layer.tensors.as_slice()) else {
             return Err(bad("Conv2D needs 1 input and 2 tensors".into()));
         };
+        if k.shape.len() != 4 {
+            return Err(bad(format!("the Conv2D kernel's shape {:?} needs 4 entries [KH, KW, Cin, Cout]", k.shape)));
+        }
         let [kh, kw, cin, cout] = [k.shape[0], k.shape[1], k.shape[2], k.shape[3]].map(|d| d as usize);
         // HWIO -> OIHW.
         let hwio = self.model.tensor_values(k);

@@ -21,7 +21,14 @@ impl NnPolicy {
         Self::from_model(model, &label, options)
     }
 
-    pub fn from_model(model: NnModel, label: &str, options: LoadOptions) -> Result<Self, RunError> {
+    pub fn from_model(mut model: NnModel, label: &str, options: LoadOptions) -> Result<Self, RunError> {
+        // Barracuda pads shorter shapes with 1s on the right (its TensorShape constructor).
+        for shape in model.inputs.iter_mut().map(|i| &mut i.shape).chain(model.memories.iter_mut().map(|m| &mut m.shape)) {
+            if shape.len() > 4 {
+                return Err(RunError::Lower { path: label.into(), detail: format!("input or memory shape {shape:?} has more than 4 entries") });
+            }
+            shape.resize(4, 1);
+        }
         let lowered = barracuda::to_onnx(&model, LowerOptions { deterministic: options.deterministic, seed: options.seed })
             .map_err(|e| RunError::Lower { path: label.into(), detail: e.to_string() })?;
         // The lowering already did what the ONNX rewrites do.
