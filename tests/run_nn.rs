@@ -4,6 +4,7 @@
 
 use mlagents::barracuda::{self, Activation, Input, Layer, LayerType, Memory, NnModel, TensorBlob, WeightType};
 use mlagents::run::{LoadOptions, NamedTensors, NnPolicy, TensorData};
+use rand::SeedableRng;
 use std::path::PathBuf;
 
 fn models_dir() -> PathBuf {
@@ -313,4 +314,23 @@ fn unsupported_layers_are_named() {
     };
     let e = NnPolicy::from_model(model, "m.nn", LoadOptions::default()).err().unwrap().to_string();
     assert!(e.contains("pool") && e.contains("MaxPool2D") && e.contains("not supported"), "{e}");
+}
+
+/// Mutated real files that still parse must lower and run or fail with an error: never panic.
+#[test]
+fn mutated_files_that_parse_never_panic_when_run() {
+    let original = std::fs::read(models_dir().join("nn/Basic.nn")).unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(77);
+    let mut parsed = 0;
+    for _ in 0..150 {
+        let mut bytes = original.clone();
+        let at = rand::Rng::random_range(&mut rng, 0..2700);
+        bytes[at] = rand::Rng::random(&mut rng);
+        let Ok(model) = barracuda::read(&bytes) else { continue };
+        parsed += 1;
+        if let Ok(policy) = NnPolicy::from_model(model.clone(), "mutated", LoadOptions { deterministic: true, seed: None }) {
+            let _ = policy.run(&inputs_for(&model, 2));
+        }
+    }
+    assert!(parsed > 20, "only {parsed} mutations parsed");
 }
