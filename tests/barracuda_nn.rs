@@ -2,15 +2,13 @@
 //! every file parses and round-trips byte for byte, its constants and layers are those
 //! barracuda-nn.md §12 lists, and mutated or truncated files give errors, never panics.
 
+mod common;
+
 use mlagents::barracuda::{self, Activation, Layer, LayerType, NnModel, TensorBlob, WeightType};
 use rand::{Rng, SeedableRng};
-use std::path::PathBuf;
 
-fn models_dir() -> PathBuf {
-    std::env::var_os("MLAGENTS_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/models"))
-}
+use common::models_dir;
+use std::path::PathBuf;
 
 fn nn_files() -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(models_dir().join("nn"))

@@ -3,23 +3,15 @@
 //! forward pass; discrete rows are per-branch log-probabilities whose argmax is the
 //! reference choice and that give masked actions no weight; the constants are ML-Agents'.
 
+mod common;
+
 use mlagents::barracuda::{self, export::to_nn};
-use mlagents::policy::{reference_forward, PolicyDescription, Weights, POLICY_FORMAT_VERSION};
+use mlagents::policy::{reference_forward, PolicyDescription, Weights};
 use mlagents::run::{check, LoadOptions, ModelFacts, NamedTensors, NnPolicy, Policy, TensorData};
 use mlagents::spec::{ActionSpec, BehaviorSpec, ObservationSpec};
 use rand::{Rng, SeedableRng};
 
-fn description(actions: ActionSpec, observations: &[usize], normalize: bool) -> PolicyDescription {
-    PolicyDescription {
-        format_version: POLICY_FORMAT_VERSION,
-        observation_shapes: observations.iter().map(|s| vec![*s]).collect(),
-        action_spec: actions,
-        hidden_units: 16,
-        num_layers: 2,
-        normalize,
-        memory_size: 0,
-    }
-}
+use common::policy_description as description;
 
 fn check_export(d: &PolicyDescription, seed: u64) {
     let weights = Weights::random(d, seed);

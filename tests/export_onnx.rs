@@ -2,23 +2,15 @@
 //! its deterministic outputs equal the plain-Rust reference forward pass within 1e-5; masked
 //! actions are never chosen; weights round-trip through safetensors; bad weights are named.
 
+mod common;
+
 use mlagents::onnx::export::to_onnx_bytes;
-use mlagents::policy::{reference_forward, PolicyDescription, Weights, POLICY_FORMAT_VERSION};
+use mlagents::policy::{reference_forward, PolicyDescription, Weights};
 use mlagents::run::{LoadOptions, NamedTensors, OnnxPolicy, TensorData};
 use mlagents::spec::ActionSpec;
 use rand::{Rng, SeedableRng};
 
-pub fn description(actions: ActionSpec, observations: &[usize], normalize: bool) -> PolicyDescription {
-    PolicyDescription {
-        format_version: POLICY_FORMAT_VERSION,
-        observation_shapes: observations.iter().map(|s| vec![*s]).collect(),
-        action_spec: actions,
-        hidden_units: 16,
-        num_layers: 2,
-        normalize,
-        memory_size: 0,
-    }
-}
+use common::policy_description as description;
 
 fn check_export(d: &PolicyDescription, seed: u64) {
     let weights = Weights::random(d, seed);

@@ -6,13 +6,8 @@
 mod common;
 
 use mlagents::run::{play, LoadOptions, Policy, PolicyDriver, PlayReport};
-use std::path::PathBuf;
 
-fn models_dir() -> PathBuf {
-    std::env::var_os("MLAGENTS_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/models"))
-}
+use common::models_dir;
 
 fn play_model(model: &str, scene: &str, deterministic: bool) -> PlayReport {
     let policy = Policy::load(&models_dir().join(model), LoadOptions { deterministic, seed: None }).unwrap();

@@ -2,16 +2,13 @@
 //! outputs; every layer kind found in those files is checked on small models built with the
 //! writer against values computed by hand here; unsupported layers are named errors.
 
+mod common;
+
 use mlagents::barracuda::{self, Activation, Input, Layer, LayerType, Memory, NnModel, TensorBlob, WeightType};
 use mlagents::run::{LoadOptions, NamedTensors, NnPolicy, TensorData};
 use rand::SeedableRng;
-use std::path::PathBuf;
 
-fn models_dir() -> PathBuf {
-    std::env::var_os("MLAGENTS_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/models"))
-}
+use common::models_dir;
 
 fn inputs_for(model: &NnModel, batch: usize) -> NamedTensors {
     model

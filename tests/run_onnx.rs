@@ -3,14 +3,11 @@
 //! inputs and non-ONNX files with clear errors. (Parity with onnxruntime is checked by
 //! tests/peer/peer_onnx_parity.py.)
 
-use mlagents::run::{LoadOptions, NamedTensors, OnnxPolicy, TensorData};
-use std::path::PathBuf;
+mod common;
 
-fn models_dir() -> PathBuf {
-    std::env::var_os("MLAGENTS_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/models"))
-}
+use mlagents::run::{LoadOptions, NamedTensors, OnnxPolicy, TensorData};
+
+use common::models_dir;
 
 fn neutral_inputs(policy: &OnnxPolicy, batch: usize) -> NamedTensors {
     policy

@@ -19,3 +19,27 @@ pub fn sim_options(scene: &str) -> EnvOptions {
 pub fn start(scene: &str) -> UnityEnvironment {
     UnityEnvironment::new(sim_options(scene)).unwrap_or_else(|e| panic!("starting sim:{scene}: {e}"))
 }
+
+/// The Unity-trained models (`MLAGENTS_MODELS`, else `../shared/models`).
+pub fn models_dir() -> std::path::PathBuf {
+    std::env::var_os("MLAGENTS_MODELS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/models"))
+}
+
+/// A small vector-observation policy description (16 hidden units, 2 layers).
+pub fn policy_description(
+    actions: mlagents::spec::ActionSpec,
+    observations: &[usize],
+    normalize: bool,
+) -> mlagents::policy::PolicyDescription {
+    mlagents::policy::PolicyDescription {
+        format_version: mlagents::policy::POLICY_FORMAT_VERSION,
+        observation_shapes: observations.iter().map(|s| vec![*s]).collect(),
+        action_spec: actions,
+        hidden_units: 16,
+        num_layers: 2,
+        normalize,
+        memory_size: 0,
+    }
+}
