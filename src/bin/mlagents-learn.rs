@@ -1,6 +1,7 @@
 //! `mlagents-learn CONFIG.yaml --run-id ID --env ENV`: PPO training as ML-Agents' trainer
 //! runs it (the `train` feature). What works so far: the YAML configuration, `--env`,
 //! `--num-envs`, `--base-port`, `--seed`, `--results-dir`, `--force`, `--timeout-wait`,
+//! the engine settings (`--time-scale`, `--width`, ... , `--no-graphics`), `--env-args`, `--debug`,
 //! vector-observation PPO, console summaries, TensorBoard files, the final ONNX and `.nn`
 //! exports, and Ctrl-C/SIGTERM (stop after the current step, close, export, exit 0).
 //! Not built yet: checkpoints and `--resume`/`--initialize-from`, visual encoders, progress bar.
@@ -35,11 +36,33 @@ struct Cli {
     force: bool,
     #[arg(long, default_value_t = 60)]
     timeout_wait: u64,
+    #[arg(long)]
+    time_scale: Option<f32>,
+    #[arg(long)]
+    width: Option<i32>,
+    #[arg(long)]
+    height: Option<i32>,
+    #[arg(long)]
+    quality_level: Option<i32>,
+    #[arg(long)]
+    target_frame_rate: Option<i32>,
+    #[arg(long)]
+    capture_frame_rate: Option<i32>,
+    /// Start the environment with `-nographics -batchmode`.
+    #[arg(long)]
+    no_graphics: bool,
+    /// Verbose logging.
+    #[arg(long)]
+    debug: bool,
+    /// Arguments passed to the environment executable (everything after the flag).
+    #[arg(long, num_args = 1.., allow_hyphen_values = true)]
+    env_args: Vec<String>,
 }
 
 fn main() -> Result<()> {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
+    let level = if cli.debug { "debug" } else { "info" };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level)).init();
     let mut run = RunOptions::from_file(&cli.config)?;
     // Flags given on the command line override the YAML.
     if let Some(id) = cli.run_id {
@@ -58,6 +81,18 @@ fn main() -> Result<()> {
         run.env_settings.seed = s;
     }
     run.checkpoint_settings.force |= cli.force;
+    let engine = &mut run.engine_settings;
+    engine.time_scale = cli.time_scale.unwrap_or(engine.time_scale);
+    engine.width = cli.width.unwrap_or(engine.width);
+    engine.height = cli.height.unwrap_or(engine.height);
+    engine.quality_level = cli.quality_level.unwrap_or(engine.quality_level);
+    engine.target_frame_rate = cli.target_frame_rate.unwrap_or(engine.target_frame_rate);
+    engine.capture_frame_rate = cli.capture_frame_rate.unwrap_or(engine.capture_frame_rate);
+    engine.no_graphics |= cli.no_graphics;
+    if !cli.env_args.is_empty() {
+        run.env_settings.env_args = Some(cli.env_args.clone());
+    }
+    run.debug |= cli.debug;
     let env = cli.env.or(run.env_settings.env_path.clone());
     let run_dir = PathBuf::from(&run.checkpoint_settings.results_dir).join(&run.checkpoint_settings.run_id);
     if run_dir.exists() && !run.checkpoint_settings.force {

@@ -93,6 +93,7 @@ pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String
         no_graphics: run.engine_settings.no_graphics || options.env.as_deref().is_some_and(|e| e.starts_with("sim:")),
         timeout_wait: options.timeout_wait,
         additional_args: run.env_settings.env_args.clone().unwrap_or_default(),
+        debug_output: run.debug,
         ..Default::default()
     };
     let mut envs = VecEnv::new(run.env_settings.num_envs.max(1), |w| VecEnv::worker_options(&base, w, &|_| side_channels(run)))
