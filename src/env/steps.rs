@@ -53,6 +53,25 @@ impl DecisionSteps {
         self.agent_id.is_empty()
     }
 
+    /// The i-th agent's mask over all branches in branch order (`true` = not allowed); empty
+    /// when the behavior has no discrete actions.
+    pub fn agent_mask(&self, i: usize) -> Vec<bool> {
+        let n = self.len().max(1);
+        self.action_mask
+            .iter()
+            .flatten()
+            .flat_map(|branch| {
+                let size = branch.len() / n;
+                branch[i * size..(i + 1) * size].iter().copied()
+            })
+            .collect()
+    }
+
+    /// The masks as policy models take them: `n * (sum of branches)` floats, 1.0 = allowed.
+    pub fn allowed_actions(&self) -> Vec<f32> {
+        (0..self.len()).flat_map(|i| self.agent_mask(i)).map(|masked| if masked { 0.0 } else { 1.0 }).collect()
+    }
+
     /// Index of an agent in this batch.
     pub fn index_of(&self, agent_id: i32) -> Option<usize> {
         self.agent_id.iter().position(|a| *a == agent_id)

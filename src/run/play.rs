@@ -160,17 +160,8 @@ impl PolicyDriver {
                     TensorData { shape: vec![n, width], data }
                 }
                 Source::Masks => {
-                    let branches = &self.spec.action_spec.discrete_branches;
-                    let width: usize = branches.iter().sum();
-                    let mut data = Vec::with_capacity(n * width);
-                    for a in 0..n {
-                        for (b, size) in branches.iter().enumerate() {
-                            for k in 0..*size {
-                                let masked = steps.action_mask.as_ref().is_some_and(|m| m[b][a * size + k]);
-                                data.push(if masked { 0.0 } else { 1.0 });
-                            }
-                        }
-                    }
+                    let width: usize = self.spec.action_spec.mask_len();
+                    let data = if steps.action_mask.is_some() { steps.allowed_actions() } else { vec![1.0; n * width] };
                     TensorData { shape: vec![n, width], data }
                 }
                 Source::PreviousAction => {

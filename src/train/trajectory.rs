@@ -118,19 +118,7 @@ impl AgentProcessor {
         for (i, decision) in decisions.into_iter().enumerate() {
             let key = (worker, decision_steps.agent_id[i]);
             let obs = agent_obs(&decision_steps.obs, i);
-            let mask: Vec<bool> = decision_steps
-                .action_mask
-                .as_ref()
-                .map(|branches| {
-                    branches
-                        .iter()
-                        .flat_map(|m| {
-                            let size = m.len() / decision_steps.len();
-                            m[i * size..(i + 1) * size].to_vec()
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
+            let mask = decision_steps.agent_mask(i);
             let state = self.agents.entry(key).or_default();
             if let Some((prev_obs, prev_mask, prev)) = state.last.take() {
                 let reward = decision_steps.reward[i] + decision_steps.group_reward[i];

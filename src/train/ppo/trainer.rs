@@ -122,17 +122,8 @@ impl PpoTrainer {
             return (ActionTuple::zeros(&self.description.action_spec, 0), vec![]);
         }
         let obs: Vec<Tensor> = steps.obs.iter().map(|b| Tensor::from_slice(&b.data).reshape([n as i64, b.agent_len() as i64])).collect();
-        let total: usize = self.description.action_spec.discrete_branches.iter().sum();
-        let masks = steps.action_mask.as_ref().map(|branches| {
-            let mut data = Vec::with_capacity(n * total);
-            for a in 0..n {
-                for m in branches {
-                    let size = m.len() / n;
-                    data.extend(m[a * size..(a + 1) * size].iter().map(|masked| if *masked { 0.0f32 } else { 1.0 }));
-                }
-            }
-            Tensor::from_slice(&data).reshape([n as i64, total as i64])
-        });
+        let total = self.description.action_spec.mask_len();
+        let masks = (total > 0).then(|| Tensor::from_slice(&steps.allowed_actions()).reshape([n as i64, total as i64]));
         let out = tch::no_grad(|| self.actor.forward(&obs, masks.as_ref(), None, false));
         let c = self.description.action_spec.continuous_size;
         let nb = self.description.action_spec.discrete_size();
@@ -193,7 +184,7 @@ impl PpoTrainer {
             gae(&rewards, &values[..n], values[n], t.terminal, signal.gamma as f32, self.settings.hyperparameters.lambd as f32);
         let mean_value = values[..n].iter().sum::<f32>() / n as f32;
         self.stats.add("Policy/Extrinsic Value Estimate", mean_value, StatsAggregation::Average);
-        let total: usize = self.description.action_spec.discrete_branches.iter().sum();
+        let total = self.description.action_spec.mask_len();
         for (k, s) in t.steps.into_iter().enumerate() {
             let mask = if s.action_mask.len() == total { s.action_mask.iter().map(|m| if *m { 0.0 } else { 1.0 }).collect() } else { vec![1.0; total] };
             self.buffer.push(Row {
@@ -242,7 +233,7 @@ impl PpoTrainer {
         let sizes: Vec<usize> = self.description.observation_shapes.iter().map(|s| s[0]).collect();
         let c = self.description.action_spec.continuous_size;
         let nb = self.description.action_spec.discrete_size();
-        let total: usize = self.description.action_spec.discrete_branches.iter().sum();
+        let total = self.description.action_spec.mask_len();
         let (mut policy_losses, mut value_losses) = (vec![], vec![]);
         let mut order: Vec<usize> = (0..self.buffer.len()).collect();
         for _ in 0..h.num_epoch {
