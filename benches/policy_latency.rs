@@ -32,7 +32,7 @@ fn main() {
     }
     for model in models {
         let deterministic = std::env::var_os("DETERMINISTIC").is_some();
-        let policy = Policy::load(&model, LoadOptions { deterministic, seed: None }).expect("load");
+        let policy = Policy::load(&model, LoadOptions { deterministic, seed: None, ..Default::default() }).expect("load");
         let batches: Vec<usize> = std::env::var("BATCHES").ok().map(|b| b.split(',').filter_map(|x| x.parse().ok()).collect()).unwrap_or(vec![1, 12]);
         for batch in batches {
             let feed = inputs(&policy, batch);

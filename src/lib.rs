@@ -17,9 +17,13 @@
 //! - [`env`]: a scriptable environment API like `mlagents_envs.UnityEnvironment`, process
 //!   launching and supervision, and [`env::VecEnv`].
 //! - [`sim`]: stand-in Unity scenes that speak the Unity side of the protocol.
+//! - [`train`]: configuration, PPO (feature `train`), checkpoints and run logs.
+//! - [`export`]: checkpoints to ONNX / `.nn` / parity records, without libtorch.
+//! - [`run`]: the tract runner for `.onnx` and `.nn` policies.
 
 pub mod barracuda;
 pub mod comm;
+pub mod export;
 pub mod onnx;
 pub mod policy;
 pub mod run;

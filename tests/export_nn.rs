@@ -22,7 +22,7 @@ fn check_export(d: &PolicyDescription, seed: u64) {
     assert_eq!(model.constant("memory_size"), Some(0.0));
     let continuous = d.action_spec.continuous_size > 0;
     assert_eq!(model.constant("is_continuous_control"), Some(if continuous { 1.0 } else { 0.0 }));
-    let policy = NnPolicy::from_model(model.clone(), "export.nn", LoadOptions { deterministic: true, seed: None }).unwrap();
+    let policy = NnPolicy::from_model(model.clone(), "export.nn", LoadOptions { deterministic: true, seed: None, ..Default::default() }).unwrap();
     let n = 4;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed + 7);
     let observations: Vec<Vec<f32>> =

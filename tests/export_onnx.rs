@@ -15,7 +15,7 @@ use common::policy_description as description;
 fn check_export(d: &PolicyDescription, seed: u64) {
     let weights = Weights::random(d, seed);
     let bytes = to_onnx_bytes(d, &weights).unwrap();
-    let policy = OnnxPolicy::from_bytes(&bytes, "export", LoadOptions { deterministic: false, seed: Some(1) }).unwrap();
+    let policy = OnnxPolicy::from_bytes(&bytes, "export", LoadOptions { deterministic: false, seed: Some(1), ..Default::default() }).unwrap();
     let n = 5;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed + 100);
     let mut inputs = NamedTensors::new();

@@ -10,7 +10,7 @@ use mlagents::run::{play, LoadOptions, Policy, PolicyDriver, PlayReport};
 use common::models_dir;
 
 fn play_model(model: &str, scene: &str, deterministic: bool) -> PlayReport {
-    let policy = Policy::load(&models_dir().join(model), LoadOptions { deterministic, seed: None }).unwrap();
+    let policy = Policy::load(&models_dir().join(model), LoadOptions { deterministic, seed: None, ..Default::default() }).unwrap();
     let mut env = common::start(scene);
     env.reset().unwrap();
     let behavior = env.behavior_names()[0].clone();

@@ -35,7 +35,7 @@ fn every_real_nn_file_evaluates() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         for deterministic in [true, false] {
-            let policy = NnPolicy::load(&path, LoadOptions { deterministic, seed: Some(1) })
+            let policy = NnPolicy::load(&path, LoadOptions { deterministic, seed: Some(1), ..Default::default() })
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             for batch in [1, 4] {
                 let out = policy.run(&inputs_for(policy.model(), batch)).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -65,7 +65,7 @@ fn every_real_nn_file_evaluates() {
 
 #[test]
 fn basic_nn_walks_towards_the_large_goal() {
-    let policy = NnPolicy::load(&models_dir().join("nn/Basic.nn"), LoadOptions { deterministic: true, seed: None }).unwrap();
+    let policy = NnPolicy::load(&models_dir().join("nn/Basic.nn"), LoadOptions { deterministic: true, seed: None, ..Default::default() }).unwrap();
     let mut obs = vec![0.0; 20];
     obs[10] = 1.0;
     let mut inputs = NamedTensors::new();
@@ -112,7 +112,7 @@ impl Build {
         };
         // Through the writer and the reader, as a file would be.
         let model = barracuda::read(&barracuda::write(&model)).unwrap();
-        let policy = NnPolicy::from_model(model, "test", LoadOptions { deterministic, seed: Some(5) }).unwrap();
+        let policy = NnPolicy::from_model(model, "test", LoadOptions { deterministic, seed: Some(5), ..Default::default() }).unwrap();
         let inputs = feeds.iter().map(|(n, s, d)| (n.to_string(), TensorData { shape: s.clone(), data: d.clone() })).collect();
         policy.run(&inputs).unwrap().remove(output).unwrap()
     }
@@ -325,7 +325,7 @@ fn mutated_files_that_parse_never_panic_when_run() {
         bytes[at] = rand::Rng::random(&mut rng);
         let Ok(model) = barracuda::read(&bytes) else { continue };
         parsed += 1;
-        if let Ok(policy) = NnPolicy::from_model(model.clone(), "mutated", LoadOptions { deterministic: true, seed: None }) {
+        if let Ok(policy) = NnPolicy::from_model(model.clone(), "mutated", LoadOptions { deterministic: true, seed: None, ..Default::default() }) {
             let _ = policy.run(&inputs_for(&model, 2));
         }
     }

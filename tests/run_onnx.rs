@@ -29,7 +29,7 @@ fn every_real_onnx_model_evaluates() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         for deterministic in [true, false] {
-            let policy = OnnxPolicy::load(&path, LoadOptions { deterministic, seed: Some(3) }).unwrap();
+            let policy = OnnxPolicy::load(&path, LoadOptions { deterministic, seed: Some(3), ..Default::default() }).unwrap();
             let batches: &[usize] = if name.contains("obsolete_recurr") { &[1] } else { &[1, 12] };
             for batch in batches {
                 let out = policy.run(&neutral_inputs(&policy, *batch)).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -49,7 +49,7 @@ fn every_real_onnx_model_evaluates() {
 #[test]
 fn deterministic_mode_is_repeatable_and_matches_the_v3_deterministic_output() {
     let path = models_dir().join("onnx/3DBall.onnx");
-    let policy = OnnxPolicy::load(&path, LoadOptions { deterministic: true, seed: None }).unwrap();
+    let policy = OnnxPolicy::load(&path, LoadOptions { deterministic: true, seed: None, ..Default::default() }).unwrap();
     let inputs = neutral_inputs(&policy, 4);
     let a = policy.run(&inputs).unwrap();
     let b = policy.run(&inputs).unwrap();
@@ -78,7 +78,7 @@ fn bad_inputs_and_files_are_clear_errors() {
 #[test]
 fn seeded_noise_is_repeatable_per_policy_and_continues_between_runs() {
     let path = models_dir().join("onnx/3DBall.onnx");
-    let load = || OnnxPolicy::load(&path, LoadOptions { deterministic: false, seed: Some(11) }).unwrap();
+    let load = || OnnxPolicy::load(&path, LoadOptions { deterministic: false, seed: Some(11), ..Default::default() }).unwrap();
     let (a, b) = (load(), load());
     let inputs = neutral_inputs(&a, 2);
     let a1 = a.run(&inputs).unwrap()["continuous_actions"].data.clone();

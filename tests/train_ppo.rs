@@ -25,7 +25,7 @@ fn last5(returns: &[f32]) -> f32 {
 }
 
 fn trains(scene: &str, max_steps: u64, batch: usize, buffer: usize, lr: f64) {
-    let options = LearnOptions { env: Some(format!("sim:{scene}")), run_dir: None, timeout_wait: Duration::from_secs(60) };
+    let options = LearnOptions::in_memory(&format!("sim:{scene}"));
     // RNG streams differ from Python's, so several seeds must pass, not one lucky one.
     let mut scores = vec![];
     for seed in [1337, 1338, 1339] {
@@ -71,11 +71,11 @@ fn hybrid() {
 fn a_trained_policy_exports_and_plays() {
     use mlagents::run::{play, LoadOptions, Policy, PolicyDriver};
     let dir = std::env::temp_dir().join(format!("mlagents-train-export-{}", std::process::id()));
-    let options = LearnOptions { env: Some("sim:Simple1DDiscrete".into()), run_dir: Some(dir.clone()), timeout_wait: Duration::from_secs(60) };
+    let options = LearnOptions { run_dir: Some(dir.clone()), ..LearnOptions::in_memory("sim:Simple1DDiscrete") };
     let results = learn(&dummy_config("1D", 3000, 16, 64, 5e-3, 1337), &options).unwrap();
     let onnx = results["1D"].onnx.clone().expect("exported");
     for model in [onnx.clone(), onnx.with_extension("nn")] {
-        let policy = Policy::load(&model, LoadOptions { deterministic: true, seed: None }).unwrap();
+        let policy = Policy::load(&model, LoadOptions { deterministic: true, seed: None, ..Default::default() }).unwrap();
         let mut env = mlagents::env::UnityEnvironment::new(mlagents::env::EnvOptions {
             env: Some("sim:Simple1DDiscrete".into()),
             base_port: Some(0),

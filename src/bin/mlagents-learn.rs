@@ -1,10 +1,10 @@
 //! `mlagents-learn CONFIG.yaml --run-id ID --env ENV`: PPO training as ML-Agents' trainer
-//! runs it (the `train` feature). What works so far: the YAML configuration, `--env`,
-//! `--num-envs`, `--base-port`, `--seed`, `--results-dir`, `--force`, `--timeout-wait`,
-//! the engine settings (`--time-scale`, `--width`, ... , `--no-graphics`), `--env-args`, `--debug`,
-//! vector-observation PPO, console summaries, TensorBoard files, the final ONNX and `.nn`
-//! exports, and Ctrl-C/SIGTERM (stop after the current step, close, export, exit 0).
-//! Not built yet: checkpoints and `--resume`/`--initialize-from`, visual encoders, progress bar.
+//! runs it (the `train` feature): the YAML configuration, `--env`, `--num-envs`,
+//! `--base-port`, `--seed`, `--results-dir`, `--force`, `--resume`, `--initialize-from`,
+//! `--timeout-wait`, the engine settings (`--time-scale`, `--width`, ... , `--no-graphics`),
+//! `--env-args`, `--debug`; console summaries, TensorBoard files, checkpoints every
+//! `checkpoint_interval` with their ONNX and `.nn` exports, run logs, and Ctrl-C/SIGTERM
+//! (finish the step, checkpoint, close, export, exit 0). Vector observations only so far.
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
@@ -34,6 +34,12 @@ struct Cli {
     /// Overwrite an existing run folder.
     #[arg(long)]
     force: bool,
+    /// Continue the run `--run-id` from its latest checkpoints (step, weights, optimizer).
+    #[arg(long, alias = "load")]
+    resume: bool,
+    /// Start from the latest checkpoints of another run (its run id, or a run folder).
+    #[arg(long)]
+    initialize_from: Option<String>,
     #[arg(long, default_value_t = 60)]
     timeout_wait: u64,
     #[arg(long)]
@@ -81,6 +87,17 @@ fn main() -> Result<()> {
         run.env_settings.seed = s;
     }
     run.checkpoint_settings.force |= cli.force;
+    if cli.resume {
+        run.checkpoint_settings.resume = true;
+    }
+    if cli.initialize_from.is_some() {
+        run.checkpoint_settings.initialize_from = cli.initialize_from.clone();
+    }
+    // As ML-Agents: when both are given on the command line, resume wins.
+    if cli.resume && cli.initialize_from.is_some() {
+        log::warn!("both --resume and --initialize-from were given; resuming");
+        run.checkpoint_settings.initialize_from = None;
+    }
     let engine = &mut run.engine_settings;
     engine.time_scale = cli.time_scale.unwrap_or(engine.time_scale);
     engine.width = cli.width.unwrap_or(engine.width);
@@ -94,13 +111,27 @@ fn main() -> Result<()> {
     }
     run.debug |= cli.debug;
     let env = cli.env.or(run.env_settings.env_path.clone());
-    let run_dir = PathBuf::from(&run.checkpoint_settings.results_dir).join(&run.checkpoint_settings.run_id);
-    if run_dir.exists() && !run.checkpoint_settings.force {
-        bail!("{} already exists; use --force to overwrite it (resuming is not supported yet)", run_dir.display());
+    let results_dir = PathBuf::from(&run.checkpoint_settings.results_dir);
+    let run_dir = results_dir.join(&run.checkpoint_settings.run_id);
+    let resume = run.checkpoint_settings.resume;
+    if resume && !run_dir.exists() {
+        bail!("cannot resume: {} does not exist (drop --resume to start a new run)", run_dir.display());
+    }
+    if run_dir.exists() && !resume && !run.checkpoint_settings.force {
+        bail!("{} already exists; use --resume to continue it or --force to overwrite it", run_dir.display());
+    }
+    let initialize_from = run.checkpoint_settings.initialize_from.as_ref().filter(|_| !resume).map(|from| {
+        let as_path = PathBuf::from(from);
+        if as_path.is_dir() && from.contains(std::path::MAIN_SEPARATOR) { as_path } else { results_dir.join(from) }
+    });
+    if let Some(from) = &initialize_from {
+        if !from.is_dir() {
+            bail!("--initialize-from: run folder {} does not exist", from.display());
+        }
     }
     std::fs::create_dir_all(&run_dir).with_context(|| format!("creating {}", run_dir.display()))?;
-    std::fs::write(run_dir.join("configuration.yaml"), run.to_yaml())?;
-    let options = LearnOptions { env, run_dir: Some(run_dir.clone()), timeout_wait: Duration::from_secs(cli.timeout_wait) };
+    mlagents::train::checkpoint::write_atomic(&run_dir.join("configuration.yaml"), run.to_yaml().as_bytes())?;
+    let options = LearnOptions { env, run_dir: Some(run_dir.clone()), timeout_wait: Duration::from_secs(cli.timeout_wait), resume, initialize_from };
     let results = learn(&run, &options).map_err(anyhow::Error::msg)?;
     for (behavior, r) in results {
         let tail = &r.episode_returns[r.episode_returns.len().saturating_sub(100)..];

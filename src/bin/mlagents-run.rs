@@ -11,15 +11,24 @@
 //!   `sim:SCENE`, or the Editor when ENV is `editor`) and prints, per behavior, episodes, mean
 //!   and std of the episode reward and decisions per second.
 //!
+//!   With `--parity FILE` (a `<Behavior>.parity.json` from `mlagents-export`), the model's
+//!   outputs on the recorded inputs are first compared with the training network's (max abs
+//!   error per output, `--tolerance`, default 1e-5); exit status 1 when they differ.
+//!
 //! - `mlagents-run check MODEL --env ENV [--behavior NAME]`: validates the model against the
 //!   environment's behavior specs as Unity's model checker does, listing every violation
 //!   (exit status 1 when there is any).
+//!
+//! - `mlagents-run compare A B (--parity FILE | --env ENV [--decisions N])`: runs two models
+//!   (e.g. an `.onnx` and an `.nn`) deterministically on the same decisions, fed as Unity feeds
+//!   each, and compares their actions (exit status 1 when they differ).
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use mlagents::barracuda;
 use mlagents::env::{EnvOptions, UnityEnvironment};
-use mlagents::run::{check, LoadOptions, ModelFacts, NamedTensors, OnnxPolicy, Policy, PolicyDriver};
+use mlagents::policy::parity::ParityRecord;
+use mlagents::run::{check, check_parity, compare_models, record_steps, CompareReport, LoadOptions, ModelFacts, NamedTensors, OnnxPolicy, ParityReport, Policy, PolicyDriver};
 use mlagents::spec::{BehaviorName, MODEL_CONSTANTS};
 use serde_json::json;
 use sha2::Digest;
@@ -76,6 +85,31 @@ enum Command {
         /// Give up after this many environment steps.
         #[arg(long, default_value_t = 200_000)]
         max_steps: usize,
+        /// A parity record to check the model against before playing.
+        #[arg(long)]
+        parity: Option<PathBuf>,
+        #[arg(long, default_value_t = 1e-5)]
+        tolerance: f32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Runs two models on the same decisions and compares their actions.
+    Compare {
+        first: PathBuf,
+        second: PathBuf,
+        /// Take the decisions from a parity record.
+        #[arg(long)]
+        parity: Option<PathBuf>,
+        /// Or from a live environment (random actions between decisions).
+        #[arg(long)]
+        env: Option<String>,
+        #[arg(long)]
+        behavior: Option<String>,
+        /// Decision batches to collect from the environment.
+        #[arg(long, default_value_t = 50)]
+        decisions: usize,
+        #[arg(long, default_value_t = 1e-5)]
+        tolerance: f32,
         #[arg(long)]
         json: bool,
     },
@@ -129,7 +163,7 @@ fn pick_behavior(environment: &UnityEnvironment, wanted: Option<String>) -> Resu
 }
 
 fn check_model(model: &Path, args: &EnvArgs) -> Result<(serde_json::Value, bool)> {
-    let policy = Policy::load(model, LoadOptions { deterministic: true, seed: None })?;
+    let policy = Policy::load(model, LoadOptions { deterministic: true, ..Default::default() })?;
     let facts = ModelFacts::of(&policy)?;
     let mut environment = start_environment(args, 0)?;
     let names = match &args.behavior {
@@ -170,6 +204,66 @@ fn play(model: &Path, args: &EnvArgs, seed: u64, options: LoadOptions, episodes:
     }))
 }
 
+fn parity(model: &Path, record: &Path, tolerance: f32) -> Result<ParityReport> {
+    let record = ParityRecord::read(record)?;
+    Ok(check_parity(model, &record, tolerance)?)
+}
+
+fn print_parity(report: &ParityReport) {
+    let sha = match &report.recorded_sha256 {
+        Some(s) if *s == report.sha256 => "the file the record was made for",
+        Some(_) => "NOT the file the record was made for (sha256 differs)",
+        None => "a file the record does not list",
+    };
+    println!("parity of {} ({sha}) on {} recorded rows, tolerance {:e}:", report.model, report.rows, report.tolerance);
+    for c in &report.checks {
+        println!(
+            "  {} vs recorded {}: max abs error {:e}{} {}",
+            c.output,
+            c.recorded,
+            c.max_abs_error,
+            if c.mismatched_rows > 0 { format!(", {} rows differ", c.mismatched_rows) } else { String::new() },
+            if c.passed { "ok" } else { "FAILED" }
+        );
+    }
+}
+
+/// Decision batches from a live environment, stepped with random actions.
+fn live_decisions(env: &str, behavior: Option<String>, count: usize) -> Result<(String, mlagents::spec::BehaviorSpec, Vec<mlagents::env::DecisionSteps>)> {
+    let args = EnvArgs { env: env.into(), behavior, base_port: None, timeout_wait: 60 };
+    let mut environment = start_environment(&args, 0)?;
+    let name = pick_behavior(&environment, args.behavior.clone())?;
+    let spec = environment.behavior_specs()[&name].clone();
+    let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0);
+    let mut batches = vec![];
+    while batches.len() < count {
+        for other in environment.behavior_names() {
+            let (d, _) = environment.get_steps(&other)?;
+            let s = environment.behavior_specs()[&other].clone();
+            if other == name && !d.is_empty() {
+                batches.push(d.clone());
+            }
+            environment.set_actions(&other, mlagents::env::ActionTuple::random(&s.action_spec, &d, &mut rng))?;
+        }
+        environment.step()?;
+    }
+    environment.close()?;
+    Ok((name, spec, batches))
+}
+
+fn compare(first: &Path, second: &Path, parity: Option<&Path>, env: Option<&str>, behavior: Option<String>, decisions: usize, tolerance: f32) -> Result<CompareReport> {
+    let (name, spec, batches) = match (parity, env) {
+        (Some(p), _) => {
+            let record = ParityRecord::read(p)?;
+            let (spec, steps) = record_steps(&record);
+            (record.behavior.clone(), spec, vec![steps])
+        }
+        (None, Some(env)) => live_decisions(env, behavior, decisions)?,
+        (None, None) => anyhow::bail!("compare needs the decisions: --parity FILE or --env ENV"),
+    };
+    Ok(compare_models(first, second, &name, &spec, &batches, tolerance)?)
+}
+
 fn sha256(bytes: &[u8]) -> String {
     sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -200,7 +294,7 @@ fn inspect_nn(path: &Path, bytes: &[u8]) -> Result<serde_json::Value> {
 
 fn inspect_onnx(path: &Path, bytes: &[u8]) -> Result<serde_json::Value> {
     let label = path.display().to_string();
-    let policy = OnnxPolicy::from_bytes(bytes, &label, LoadOptions { deterministic: true, seed: None })?;
+    let policy = OnnxPolicy::from_bytes(bytes, &label, LoadOptions { deterministic: true, ..Default::default() })?;
     let proto = policy.proto();
     let graph = proto.graph.as_ref().context("no graph")?;
     let mut histogram: BTreeMap<String, usize> = BTreeMap::new();
@@ -262,7 +356,7 @@ fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     // `mlagents-run MODEL --env ENV ...` is short for `mlagents-run play MODEL --env ENV ...`.
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let subcommands = ["inspect", "eval", "check", "play", "help"];
+    let subcommands = ["inspect", "eval", "check", "play", "compare", "help"];
     if let Some(first) = args.get(1).and_then(|a| a.to_str()) {
         if !first.starts_with('-') && !subcommands.contains(&first) {
             args.insert(1, "play".into());
@@ -275,7 +369,7 @@ fn main() {
             .and_then(|bytes| if is_nn(&model) { inspect_nn(&model, &bytes) } else { inspect_onnx(&model, &bytes) })
             .map(|r| print_report(&r, json)),
         Command::Eval { model, inputs, deterministic, seed, json } => {
-            eval(&model, &inputs, LoadOptions { deterministic, seed }).map(|r| print_report(&r, json))
+            eval(&model, &inputs, LoadOptions { deterministic, seed, ..Default::default() }).map(|r| print_report(&r, json))
         }
         Command::Check { model, env, json } => {
             check_model(&model, &env).map(|(r, clean)| {
@@ -285,11 +379,50 @@ fn main() {
                 }
             })
         }
-        Command::Play { model, env, episodes, deterministic, seed, max_steps, json } => {
+        Command::Compare { first, second, parity, env, behavior, decisions, tolerance, json } => {
+            compare(&first, &second, parity.as_deref(), env.as_deref(), behavior, decisions, tolerance).map(|r| {
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&r).expect("json"));
+                } else {
+                    println!(
+                        "{} vs {}: {} decisions, continuous max abs error {:e}, {} discrete rows differ (tolerance {:e}): {}",
+                        r.first,
+                        r.second,
+                        r.rows,
+                        r.continuous_max_abs_error,
+                        r.discrete_mismatched_rows,
+                        r.tolerance,
+                        if r.passed { "same" } else { "DIFFERENT" }
+                    );
+                }
+                if !r.passed {
+                    std::process::exit(1);
+                }
+            })
+        }
+        Command::Play { model, env, episodes, deterministic, seed, max_steps, parity: record, tolerance, json } => {
+            let parity_report = match record.as_deref().map(|r| parity(&model, r, tolerance)) {
+                Some(Err(e)) => {
+                    eprintln!("mlagents-run: {e:#}");
+                    std::process::exit(1);
+                }
+                Some(Ok(report)) => Some(report),
+                None => None,
+            };
+            if let (Some(report), false) = (&parity_report, json) {
+                print_parity(report);
+            }
             // `--seed` seeds the in-graph noise, the sampling of discrete actions and the
             // environment.
-            let options = LoadOptions { deterministic, seed: Some(seed as u32) };
-            play(&model, &env, seed, options, episodes, max_steps).map(|r| {
+            let options = LoadOptions { deterministic, seed: Some(seed as u32), ..Default::default() };
+            let parity_failed = parity_report.as_ref().is_some_and(|r| !r.passed);
+            let result = play(&model, &env, seed, options, episodes, max_steps).map(|mut r| {
+                if let Some(report) = &parity_report {
+                    r["parity"] = serde_json::to_value(report).expect("json");
+                }
+                r
+            });
+            let result = result.map(|r| {
                 if json {
                     return print_report(&r, true);
                 }
@@ -304,7 +437,12 @@ fn main() {
                         if deterministic { "deterministic" } else { "sampled" }
                     );
                 }
-            })
+            });
+            if result.is_ok() && parity_failed {
+                eprintln!("mlagents-run: the model's outputs differ from the parity record");
+                std::process::exit(1);
+            }
+            result
         }
     };
     if let Err(e) = result {

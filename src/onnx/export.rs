@@ -1,11 +1,12 @@
 //! Exporting a policy to ONNX as ML-Agents 0.28 does (onnx-export.md §2-6): model API
 //! version 3, opset 9, inputs `obs_i` and `action_masks`, the constants as `Constant` nodes
-//! named like their outputs, sampled and deterministic action outputs.
+//! named like their outputs, sampled and deterministic action outputs. Model API 2 (the
+//! com.unity.ml-agents 1.x interface) on request.
 
 use super::{attr_float, attr_int, attr_ints, value_info, GraphBuilder, FLOAT, INT64};
 use crate::policy::{names, PolicyDescription, PolicyError, Weights, NORMALIZATION_CLIP};
 use prost::Message;
-use tract_onnx::pb::{attribute_proto::AttributeType, AttributeProto, ModelProto, TensorProto};
+use tract_onnx::pb::{attribute_proto::AttributeType, AttributeProto, ModelProto, TensorProto, ValueInfoProto};
 
 /// The opset ML-Agents exports with.
 pub const OPSET: i64 = 9;
@@ -34,32 +35,67 @@ fn linear(g: &mut GraphBuilder, x: String, weights: &Weights, weight: &str, bias
     Ok(g.node("Gemm", vec![x, w_name, b_name], vec![attr_int("transB", 1)], weight))
 }
 
-/// Builds the ONNX model of a policy.
-pub fn to_onnx(description: &PolicyDescription, weights: &Weights) -> Result<ModelProto, PolicyError> {
-    description.check(weights)?;
-    let mut g = GraphBuilder::default();
-    let actions = &description.action_spec;
+/// Which ML-Agents model interface to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnnxApi {
+    /// Model API 3 (ML-Agents 0.26+, com.unity.ml-agents 2.x): `obs_i` inputs, separate
+    /// continuous/discrete and deterministic outputs.
+    #[default]
+    V3,
+    /// Model API 2 (com.unity.ml-agents 1.x): `vector_observation` input, one `action` output
+    /// (continuous: clip(sample, -3, 3) / 3; discrete: masked log-probabilities per branch),
+    /// `is_continuous_control` and `action_output_shape`.
+    V2,
+}
+
+/// The observation inputs and the Swish body: returns the inputs and the body's output.
+fn body(g: &mut GraphBuilder, description: &PolicyDescription, weights: &Weights, api: OnnxApi) -> Result<(Vec<ValueInfoProto>, String), PolicyError> {
     let mut inputs = vec![];
     let mut encodings = vec![];
-    for (i, shape) in description.observation_shapes.iter().enumerate() {
-        let name = format!("obs_{i}");
-        inputs.push(value_info(&name, FLOAT, &[-1, shape[0] as i64]));
-        let mut x = name;
-        if description.normalize {
-            let mean = weights.get(&names::running_mean(i))?;
-            let var = weights.get(&names::running_variance(i))?;
-            let steps = weights.get(&names::normalization_steps(i))?;
-            let n = mean.shape[0] as i64;
-            let mean = g.constant(&names::running_mean(i), &[n], mean.data.clone());
-            let var = g.constant(&names::running_variance(i), &[n], var.data.clone());
-            let steps = g.constant(&names::normalization_steps(i), &[1], steps.data.clone());
-            let centred = g.node("Sub", vec![x, mean], vec![], "normalizer");
-            let scaled_var = g.node("Div", vec![var, steps], vec![], "normalizer");
-            let std = g.node("Sqrt", vec![scaled_var], vec![], "normalizer");
-            let z = g.node("Div", vec![centred, std], vec![], "normalizer");
-            x = g.node("Clip", vec![z], vec![attr_float("min", -NORMALIZATION_CLIP), attr_float("max", NORMALIZATION_CLIP)], "normalizer");
+    let normalize = |g: &mut GraphBuilder, x: String, mean: &[f32], var: &[f32], steps: &[f32], label: &str| -> String {
+        let n = mean.len() as i64;
+        let mean = g.constant(&format!("{label}.running_mean"), &[n], mean.to_vec());
+        let var = g.constant(&format!("{label}.running_variance"), &[n], var.to_vec());
+        let steps = g.constant(&format!("{label}.normalization_steps"), &[steps.len() as i64], steps.to_vec());
+        let centred = g.node("Sub", vec![x, mean], vec![], "normalizer");
+        let scaled_var = g.node("Div", vec![var, steps], vec![], "normalizer");
+        let std = g.node("Sqrt", vec![scaled_var], vec![], "normalizer");
+        let z = g.node("Div", vec![centred, std], vec![], "normalizer");
+        g.node("Clip", vec![z], vec![attr_float("min", -NORMALIZATION_CLIP), attr_float("max", NORMALIZATION_CLIP)], "normalizer")
+    };
+    match api {
+        OnnxApi::V3 => {
+            for (i, shape) in description.observation_shapes.iter().enumerate() {
+                let name = format!("obs_{i}");
+                inputs.push(value_info(&name, FLOAT, &[-1, shape[0] as i64]));
+                let mut x = name;
+                if description.normalize {
+                    let mean = &weights.get(&names::running_mean(i))?.data;
+                    let var = &weights.get(&names::running_variance(i))?.data;
+                    let steps = &weights.get(&names::normalization_steps(i))?.data;
+                    let label = names::running_mean(i).trim_end_matches(".running_mean").to_string();
+                    x = normalize(g, x, mean, var, steps, &label);
+                }
+                encodings.push(x);
+            }
         }
-        encodings.push(x);
+        OnnxApi::V2 => {
+            // One concatenated vector input; each observation's statistics laid side by side
+            // (the step counts folded into the variances).
+            let width = description.encoding_width();
+            inputs.push(value_info("vector_observation", FLOAT, &[-1, width as i64]));
+            let mut x = "vector_observation".to_string();
+            if description.normalize {
+                let (mut mean, mut var) = (vec![], vec![]);
+                for i in 0..description.observation_shapes.len() {
+                    let steps = weights.get(&names::normalization_steps(i))?.data[0];
+                    mean.extend_from_slice(&weights.get(&names::running_mean(i))?.data);
+                    var.extend(weights.get(&names::running_variance(i))?.data.iter().map(|v| v / steps));
+                }
+                x = normalize(g, x, &mean, &var, &[1.0], "vector_observation");
+            }
+            encodings.push(x);
+        }
     }
     let mut h = if encodings.len() == 1 {
         encodings.remove(0)
@@ -67,31 +103,84 @@ pub fn to_onnx(description: &PolicyDescription, weights: &Weights) -> Result<Mod
         g.node("Concat", encodings, vec![attr_int("axis", 1)], "encodings")
     };
     for l in 0..description.num_layers {
-        let y = linear(&mut g, h, weights, &names::body_weight(l), &names::body_bias(l))?;
+        let y = linear(g, h, weights, &names::body_weight(l), &names::body_bias(l))?;
         let s = g.node("Sigmoid", vec![y.clone()], vec![], "swish");
         h = g.node("Mul", vec![y, s], vec![], "swish");
     }
+    Ok((inputs, h))
+}
+
+/// Masked branch probabilities: softmax(logits·a − 1e8·(1 − a)) per branch, written as
+/// Barracuda-friendly products and sums. Returns one `[batch, k]` probability tensor per branch.
+fn masked_branch_probabilities(g: &mut GraphBuilder, h: &str, description: &PolicyDescription, weights: &Weights) -> Result<Vec<String>, PolicyError> {
+    let mut probabilities = vec![];
+    let mut start = 0i64;
+    for (b, k) in description.action_spec.discrete_branches.iter().enumerate() {
+        let logits = linear(g, h.to_string(), weights, &names::branch_weight(b), &names::branch_bias(b))?;
+        let mask = g.node(
+            "Slice",
+            vec!["action_masks".into()],
+            vec![attr_ints("starts", &[start]), attr_ints("ends", &[start + *k as i64]), attr_ints("axes", &[1])],
+            "mask",
+        );
+        let minus_one = g.constant("minus_one", &[], vec![-1.0]);
+        let one = g.constant("one", &[], vec![1.0]);
+        let big = g.constant("big", &[], vec![1e8]);
+        let negated = g.node("Mul", vec![mask.clone(), minus_one], vec![], "mask");
+        let inverse = g.node("Add", vec![negated, one], vec![], "mask");
+        let penalty = g.node("Mul", vec![inverse, big], vec![], "mask");
+        let kept = g.node("Mul", vec![logits, mask], vec![], "mask");
+        let masked = g.node("Sub", vec![kept, penalty], vec![], "mask");
+        probabilities.push(g.node("Softmax", vec![masked], vec![attr_int("axis", 1)], "probs"));
+        start += *k as i64;
+    }
+    Ok(probabilities)
+}
+
+/// The Gaussian head: returns (clip(mu + σ·N(0,1), -3, 3) / 3 written to `sampled_name`,
+/// clip(mu, -3, 3) / 3 written to `deterministic_name` when given).
+fn continuous_head(g: &mut GraphBuilder, h: &str, weights: &Weights, c: usize, sampled_name: &str, deterministic_name: Option<&str>) -> Result<(), PolicyError> {
+    let mu = linear(g, h.to_string(), weights, names::MU_WEIGHT, names::MU_BIAS)?;
+    let log_sigma = weights.get(names::LOG_SIGMA)?;
+    let log_sigma = g.constant(names::LOG_SIGMA, &[1, c as i64], log_sigma.data.clone());
+    let zero = g.constant("zero", &[], vec![0.0]);
+    let mu_zero = g.node("Mul", vec![mu.clone(), zero], vec![], "log_sigma");
+    let broadcast = g.node("Add", vec![mu_zero, log_sigma], vec![], "log_sigma");
+    let std = g.node("Exp", vec![broadcast], vec![], "std");
+    let noise = g.node("RandomNormalLike", vec![mu.clone()], vec![attr_float("mean", 0.0), attr_float("scale", 1.0)], "noise");
+    let scaled = g.node("Mul", vec![noise, std], vec![], "sample");
+    let sample = g.node("Add", vec![mu.clone(), scaled], vec![], "sample");
+    let three = g.constant("three", &[], vec![3.0]);
+    let clip = [attr_float("min", -3.0), attr_float("max", 3.0)];
+    let clipped = g.node("Clip", vec![sample], clip.to_vec(), "continuous");
+    g.node_into("Div", vec![clipped, three.clone()], vec![], sampled_name);
+    if let Some(name) = deterministic_name {
+        let clipped_mu = g.node("Clip", vec![mu], clip.to_vec(), "deterministic");
+        g.node_into("Div", vec![clipped_mu, three], vec![], name);
+    }
+    Ok(())
+}
+
+/// Builds the ONNX model of a policy (model API 3).
+pub fn to_onnx(description: &PolicyDescription, weights: &Weights) -> Result<ModelProto, PolicyError> {
+    to_onnx_api(description, weights, OnnxApi::V3)
+}
+
+/// Builds the ONNX model of a policy with the chosen interface.
+pub fn to_onnx_api(description: &PolicyDescription, weights: &Weights, api: OnnxApi) -> Result<ModelProto, PolicyError> {
+    description.check(weights)?;
+    let mut g = GraphBuilder::default();
+    let actions = &description.action_spec;
+    if api == OnnxApi::V2 {
+        return to_onnx_v2(g, description, weights);
+    }
+    let (mut inputs, h) = body(&mut g, description, weights, api)?;
     let mut outputs = vec![value_info("version_number", FLOAT, &[1]), value_info("memory_size", FLOAT, &[1])];
     constant_output(&mut g, "version_number", &[1], vec![MODEL_API_VERSION]);
     constant_output(&mut g, "memory_size", &[1], vec![0.0]);
     let c = actions.continuous_size;
     if c > 0 {
-        let mu = linear(&mut g, h.clone(), weights, names::MU_WEIGHT, names::MU_BIAS)?;
-        let log_sigma = weights.get(names::LOG_SIGMA)?;
-        let log_sigma = g.constant(names::LOG_SIGMA, &[1, c as i64], log_sigma.data.clone());
-        let zero = g.constant("zero", &[], vec![0.0]);
-        let mu_zero = g.node("Mul", vec![mu.clone(), zero], vec![], "log_sigma");
-        let broadcast = g.node("Add", vec![mu_zero, log_sigma], vec![], "log_sigma");
-        let std = g.node("Exp", vec![broadcast], vec![], "std");
-        let noise = g.node("RandomNormalLike", vec![mu.clone()], vec![attr_float("mean", 0.0), attr_float("scale", 1.0)], "noise");
-        let scaled = g.node("Mul", vec![noise, std], vec![], "sample");
-        let sample = g.node("Add", vec![mu.clone(), scaled], vec![], "sample");
-        let three = g.constant("three", &[], vec![3.0]);
-        let clip = [attr_float("min", -3.0), attr_float("max", 3.0)];
-        let clipped = g.node("Clip", vec![sample], clip.to_vec(), "continuous");
-        g.node_into("Div", vec![clipped, three.clone()], vec![], "continuous_actions");
-        let clipped_mu = g.node("Clip", vec![mu], clip.to_vec(), "deterministic");
-        g.node_into("Div", vec![clipped_mu, three], vec![], "deterministic_continuous_actions");
+        continuous_head(&mut g, &h, weights, c, "continuous_actions", Some("deterministic_continuous_actions"))?;
         constant_output(&mut g, "continuous_action_output_shape", &[1], vec![c as f32]);
         outputs.push(value_info("continuous_actions", FLOAT, &[-1, c as i64]));
         outputs.push(value_info("continuous_action_output_shape", FLOAT, &[1]));
@@ -102,29 +191,10 @@ pub fn to_onnx(description: &PolicyDescription, weights: &Weights) -> Result<Mod
         let total: usize = branches.iter().sum();
         inputs.push(value_info("action_masks", FLOAT, &[-1, total as i64]));
         let (mut sampled, mut argmax) = (vec![], vec![]);
-        let mut start = 0i64;
-        for (b, k) in branches.iter().enumerate() {
-            let logits = linear(&mut g, h.clone(), weights, &names::branch_weight(b), &names::branch_bias(b))?;
-            let mask = g.node(
-                "Slice",
-                vec!["action_masks".into()],
-                vec![attr_ints("starts", &[start]), attr_ints("ends", &[start + *k as i64]), attr_ints("axes", &[1])],
-                "mask",
-            );
-            // logits * a - 1e8 * (1 - a), written as Barracuda-friendly products and sums.
-            let minus_one = g.constant("minus_one", &[], vec![-1.0]);
-            let one = g.constant("one", &[], vec![1.0]);
-            let big = g.constant("big", &[], vec![1e8]);
-            let negated = g.node("Mul", vec![mask.clone(), minus_one], vec![], "mask");
-            let inverse = g.node("Add", vec![negated, one], vec![], "mask");
-            let penalty = g.node("Mul", vec![inverse, big], vec![], "mask");
-            let kept = g.node("Mul", vec![logits, mask], vec![], "mask");
-            let masked = g.node("Sub", vec![kept, penalty], vec![], "mask");
-            let probs = g.node("Softmax", vec![masked], vec![attr_int("axis", 1)], "probs");
+        for probs in masked_branch_probabilities(&mut g, &h, description, weights)? {
             let log_probs = g.node("Log", vec![probs.clone()], vec![], "log_probs");
             sampled.push(g.node("Multinomial", vec![log_probs], vec![attr_int("dtype", INT64 as i64), attr_int("sample_size", 1)], "sample"));
             argmax.push(g.node("ArgMax", vec![probs], vec![attr_int("axis", 1), attr_int("keepdims", 1)], "argmax"));
-            start += *k as i64;
         }
         g.node_into("Concat", sampled, vec![attr_int("axis", 1)], "discrete_actions");
         g.node_into("Concat", argmax, vec![attr_int("axis", 1)], "deterministic_discrete_actions");
@@ -137,7 +207,51 @@ pub fn to_onnx(description: &PolicyDescription, weights: &Weights) -> Result<Mod
     Ok(g.finish("mlagents-rs policy", OPSET, inputs, outputs, "mlagents-rs"))
 }
 
-/// The serialised ONNX file.
+/// Model API 2: `vector_observation` (+ `action_masks`) in; `action`, `version_number` (2),
+/// `memory_size`, `is_continuous_control`, `action_output_shape` out.
+fn to_onnx_v2(mut g: GraphBuilder, description: &PolicyDescription, weights: &Weights) -> Result<ModelProto, PolicyError> {
+    let actions = &description.action_spec;
+    if actions.is_hybrid() {
+        return Err(PolicyError::Unsupported("model API 2 has no hybrid actions; export API 3".into()));
+    }
+    let (mut inputs, h) = body(&mut g, description, weights, OnnxApi::V2)?;
+    let continuous = actions.continuous_size > 0;
+    let width = if continuous { actions.continuous_size } else { actions.mask_len() };
+    if continuous {
+        continuous_head(&mut g, &h, weights, width, "action", None)?;
+    } else {
+        inputs.push(value_info("action_masks", FLOAT, &[-1, width as i64]));
+        // log(p + 1e-7): masked actions get about -16 instead of -inf.
+        let epsilon = g.constant("log_epsilon", &[], vec![1e-7]);
+        let log_probs: Vec<String> = masked_branch_probabilities(&mut g, &h, description, weights)?
+            .into_iter()
+            .map(|p| {
+                let lifted = g.node("Add", vec![p, epsilon.clone()], vec![], "log_probs");
+                g.node("Log", vec![lifted], vec![], "log_probs")
+            })
+            .collect();
+        g.node_into("Concat", log_probs, vec![attr_int("axis", 1)], "action");
+    }
+    constant_output(&mut g, "version_number", &[1], vec![2.0]);
+    constant_output(&mut g, "memory_size", &[1], vec![0.0]);
+    constant_output(&mut g, "is_continuous_control", &[1], vec![if continuous { 1.0 } else { 0.0 }]);
+    constant_output(&mut g, "action_output_shape", &[1], vec![width as f32]);
+    let outputs = vec![
+        value_info("action", FLOAT, &[-1, width as i64]),
+        value_info("version_number", FLOAT, &[1]),
+        value_info("memory_size", FLOAT, &[1]),
+        value_info("is_continuous_control", FLOAT, &[1]),
+        value_info("action_output_shape", FLOAT, &[1]),
+    ];
+    Ok(g.finish("mlagents-rs policy", OPSET, inputs, outputs, "mlagents-rs"))
+}
+
+/// The serialised ONNX file (model API 3).
 pub fn to_onnx_bytes(description: &PolicyDescription, weights: &Weights) -> Result<Vec<u8>, PolicyError> {
-    Ok(to_onnx(description, weights)?.encode_to_vec())
+    to_onnx_api_bytes(description, weights, OnnxApi::V3)
+}
+
+/// The serialised ONNX file with the chosen interface.
+pub fn to_onnx_api_bytes(description: &PolicyDescription, weights: &Weights, api: OnnxApi) -> Result<Vec<u8>, PolicyError> {
+    Ok(to_onnx_api(description, weights, api)?.encode_to_vec())
 }

@@ -4,6 +4,8 @@
 //! A reference forward pass (plain Rust) gives the deterministic outputs the exports must
 //! reproduce.
 
+pub mod parity;
+
 use crate::spec::ActionSpec;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

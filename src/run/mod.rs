@@ -6,13 +6,15 @@
 mod check;
 mod nn;
 mod onnx;
+mod parity;
 mod play;
 mod tensors;
 
 pub use check::{check, ModelFacts};
 pub use nn::NnPolicy;
 pub use play::{play, PlayError, PlayReport, PolicyDriver};
-pub use onnx::{LoadOptions, OnnxInput, OnnxPolicy};
+pub use onnx::{LoadOptions, OnnxInput, OnnxPolicy, NOISE_INPUT};
+pub use parity::{check_parity, compare_models, record_steps, CompareReport, OutputCheck, ParityReport};
 pub use tensors::{NamedTensors, TensorData};
 
 /// Why a model cannot be loaded or run.

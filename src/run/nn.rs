@@ -4,7 +4,7 @@
 //! `[N, sum of branches]`, visual `[N, H, W, C]`) or in Barracuda's rank 4; missing memory
 //! inputs are zeros (a new episode). Outputs of shape `[N, 1, 1, C]` come back as `[N, C]`.
 
-use super::onnx::{LoadOptions, OnnxPolicy};
+use super::onnx::{LoadOptions, OnnxPolicy, NOISE_INPUT};
 use super::{NamedTensors, RunError, TensorData};
 use crate::barracuda::{self, LowerOptions, NnModel};
 
@@ -32,7 +32,7 @@ impl NnPolicy {
         let lowered = barracuda::to_onnx(&model, LowerOptions { deterministic: options.deterministic, seed: options.seed })
             .map_err(|e| RunError::Lower { path: label.into(), detail: e.to_string() })?;
         // The lowering already did what the ONNX rewrites do.
-        let inner = OnnxPolicy::from_proto(lowered, label, LoadOptions::default())?;
+        let inner = OnnxPolicy::from_proto(lowered, label, LoadOptions { noise_input: options.noise_input, ..Default::default() })?;
         Ok(Self { model, inner })
     }
 
@@ -80,6 +80,14 @@ impl NnPolicy {
                     })
                 }
             }
+        }
+        if let Some(noise) = inputs.get(NOISE_INPUT) {
+            // The lowered graph is NHWC: [N, C] noise becomes [N, 1, 1, C].
+            let mut noise = noise.clone();
+            if noise.shape.len() == 2 {
+                noise.shape = vec![noise.shape[0], 1, 1, noise.shape[1]];
+            }
+            fed.insert(NOISE_INPUT.into(), noise);
         }
         let mut out = self.inner.run(&fed)?;
         for t in out.values_mut() {

@@ -29,7 +29,14 @@ pub struct LoadOptions {
     /// Seed of the in-graph random ops (their own seed otherwise). The stream continues from
     /// run to run of one policy (one stream per batch size).
     pub seed: Option<u32>,
+    /// Take the Gaussian noise from an extra input, [`NOISE_INPUT`], instead of drawing it
+    /// (`RandomNormalLike` becomes an `Identity` of that input): sampled actions become
+    /// reproducible, for parity checks against recorded noise.
+    pub noise_input: bool,
 }
+
+/// The extra input that carries the noise when [`LoadOptions::noise_input`] is set.
+pub const NOISE_INPUT: &str = "parity_noise";
 
 /// A loaded ONNX policy.
 pub struct OnnxPolicy {
@@ -120,7 +127,9 @@ impl OnnxPolicy {
                 known: self.inputs.iter().map(|i| i.name.clone()).collect(),
             })?;
             given.validate(&declared.name)?;
-            let fits = given.shape.len() == declared.dims.len()
+            // No declared dims: any shape (the noise input takes its shape from the graph).
+            let fits = declared.dims.is_empty()
+                || given.shape.len() == declared.dims.len()
                 && given.shape.iter().zip(&declared.dims).all(|(g, d)| d.is_none_or(|d| d == *g));
             if !fits {
                 return Err(RunError::BadInput {
@@ -174,7 +183,23 @@ fn input_dims(input: &pb::ValueInfoProto) -> Vec<Option<usize>> {
 
 /// The protobuf rewrites made before tract builds the graph (see the module docs).
 fn rewrite_for_tract(graph: &mut pb::GraphProto, options: LoadOptions) {
+    if options.noise_input && graph.node.iter().any(|n| n.op_type == "RandomNormalLike") {
+        graph.input.push(pb::ValueInfoProto {
+            name: NOISE_INPUT.into(),
+            r#type: Some(pb::TypeProto {
+                value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor { elem_type: 1, shape: None })),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
     for node in &mut graph.node {
+        if options.noise_input && node.op_type == "RandomNormalLike" {
+            node.op_type = "Identity".into();
+            node.input = vec![NOISE_INPUT.into()];
+            node.attribute.clear();
+            continue;
+        }
         if node.op_type.ends_with("Like") && !node.name.ends_with("Like") {
             node.name.push_str("_Like");
         }

@@ -128,6 +128,11 @@ impl PolicyDriver {
         })
     }
 
+    /// The policy being driven.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
     /// Forgets the memory and previous action of agents whose episode ended.
     pub fn end_episodes(&mut self, agent_ids: &[i32]) {
         for id in agent_ids {

@@ -80,6 +80,11 @@ impl StatsReporter {
         }
     }
 
+    /// Mean of the values of `tag` accumulated since the last summary.
+    pub fn mean(&self, tag: &str) -> Option<f32> {
+        self.values.get(tag).and_then(|(v, _)| StatsSummary::of(v)).map(|s| s.mean)
+    }
+
     /// Drops the values accumulated since the last summary.
     pub fn clear(&mut self) {
         self.values.clear();

@@ -1,12 +1,17 @@
 //! The training loop: environments stepped together, one PPO trainer per behavior (created
-//! when the behavior first appears), updates when a trainer's buffer is full, until every
-//! trainer has reached `max_steps`; then each policy is exported to ONNX.
+//! when the behavior first appears, from a checkpoint when resuming or initialising), updates
+//! when a trainer's buffer is full, checkpoints (with their exports) every
+//! `checkpoint_interval`, until every trainer has reached `max_steps` or a stop is requested;
+//! then a final checkpoint, the final exports, and the run logs.
 
 use super::trainer::PpoTrainer;
 use crate::comm::side_channel::{shared, EngineConfig, EngineConfigurationChannel, EnvironmentParametersChannel, ParameterValue, Sampler, SharedSideChannel};
 use crate::env::{EnvOptions, VecEnv};
 use crate::spec::BehaviorName;
 use crate::train::config::{EnvironmentParameter, RunOptions};
+use crate::export::{export_checkpoint, ExportOptions};
+use crate::train::checkpoint;
+use crate::train::run_logs::{write_training_status, Timers};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,9 +38,23 @@ fn install_stop_handlers() {
 pub struct LearnOptions {
     /// `--env`: a build, `sim:SCENE`, or `None` for the Editor.
     pub env: Option<String>,
-    /// Where `<Behavior>.onnx`, TensorBoard files and `configuration.yaml` go (None: nowhere).
+    /// The run folder: checkpoints, exports, TensorBoard files, run logs (None: nothing is
+    /// written, no checkpoints).
     pub run_dir: Option<PathBuf>,
     pub timeout_wait: Duration,
+    /// `--resume`: continue every behavior from its latest checkpoint in `run_dir` (step,
+    /// weights, normalisers, optimizer state).
+    pub resume: bool,
+    /// `--initialize-from`: another run folder whose latest checkpoints give the initial
+    /// weights (step 0, fresh optimizer).
+    pub initialize_from: Option<PathBuf>,
+}
+
+impl LearnOptions {
+    /// Options for `env` with nothing written to disk.
+    pub fn in_memory(env: &str) -> Self {
+        Self { env: Some(env.into()), run_dir: None, timeout_wait: Duration::from_secs(60), resume: false, initialize_from: None }
+    }
 }
 
 /// What a session achieved, per behavior.
@@ -44,7 +63,10 @@ pub struct BehaviorResult {
     pub steps: u64,
     pub episode_returns: Vec<f32>,
     pub summaries: Vec<String>,
+    /// The final `<Behavior>.onnx` in the run folder.
     pub onnx: Option<PathBuf>,
+    /// Steps of the checkpoints written in this session.
+    pub checkpoints: Vec<u64>,
 }
 
 fn side_channels(run: &RunOptions) -> Vec<SharedSideChannel> {
@@ -82,6 +104,59 @@ fn side_channels(run: &RunOptions) -> Vec<SharedSideChannel> {
     vec![engine, params, stats]
 }
 
+/// Creates a behavior's trainer, loading its starting point for `--resume` or
+/// `--initialize-from` (or the behavior's `init_path`).
+fn create_trainer(run: &RunOptions, options: &LearnOptions, name: &str, spec: &crate::spec::BehaviorSpec, seed: u64) -> Result<PpoTrainer, String> {
+    let brain = BehaviorName::parse(name).name;
+    let settings = run.settings_for(&brain).ok_or_else(|| format!("behavior name {brain} has not been specified in the configuration"))?.clone();
+    let tensorboard = options.run_dir.as_ref().map(|d| d.join(&brain));
+    if let (Some(dir), false) = (&tensorboard, options.resume) {
+        // As ML-Agents: a new (not resumed) run starts its TensorBoard files afresh.
+        remove_event_files(dir);
+    }
+    let init_path = settings.init_path.clone();
+    let mut trainer = PpoTrainer::new(&brain, spec, settings, seed, tensorboard.as_deref())?;
+    let load = |dir: &Path| checkpoint::latest(dir, &brain).map_err(|e| e.to_string());
+    if options.resume {
+        let dir = options.run_dir.as_ref().ok_or("--resume needs a run folder")?.join(&brain);
+        let c = load(&dir).map_err(|e| format!("cannot resume {brain}: {e}"))?;
+        trainer.restore(&c, true)?;
+        log::info!("Resuming training of {brain} from step {} ({})", c.description.step, c.path.display());
+    } else if let Some(from) = &options.initialize_from {
+        let c = load(&from.join(&brain)).map_err(|e| format!("cannot initialize {brain} from {}: {e}", from.display()))?;
+        trainer.restore(&c, false)?;
+        log::info!("Initializing {brain} from {}", c.path.display());
+    } else if let Some(path) = init_path {
+        let c = checkpoint::Checkpoint::read(Path::new(&path)).map_err(|e| format!("init_path of {brain}: {e}"))?;
+        trainer.restore(&c, false)?;
+        log::info!("Initializing {brain} from {path}");
+    }
+    Ok(trainer)
+}
+
+fn remove_event_files(dir: &Path) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_name().to_string_lossy().starts_with("events.out.tfevents") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Writes a checkpoint labelled `step` into `<run>/<Behavior>/`, verifies it by reading it
+/// back, exports `<Behavior>-<step>.onnx` / `.nn` beside it, and drops the oldest beyond
+/// `keep_checkpoints`.
+fn save_checkpoint(trainer: &PpoTrainer, run_dir: &Path, step: u64) -> Result<checkpoint::Checkpoint, String> {
+    let dir = run_dir.join(&trainer.behavior);
+    let (description, tensors) = trainer.checkpoint(step);
+    let path = checkpoint::Checkpoint::write(&dir, description, &tensors).map_err(|e| e.to_string())?;
+    let saved = checkpoint::Checkpoint::read(&path).map_err(|e| format!("checkpoint written but unreadable: {e}"))?;
+    let stem = checkpoint::stem(&trainer.behavior, step);
+    export_checkpoint(&saved, &dir, &stem, ExportOptions::default(), false).map_err(|e| e.to_string())?;
+    checkpoint::prune(&dir, &trainer.behavior, trainer.settings.keep_checkpoints);
+    log::info!("Exported {}", dir.join(format!("{stem}.onnx")).display());
+    Ok(saved)
+}
+
 /// Trains until every behavior's trainer has reached its `max_steps`.
 pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String, BehaviorResult>, String> {
     // As mlagents-learn: seed -1 draws one in [0, 10000).
@@ -101,6 +176,8 @@ pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String
     envs.reset().map_err(|e| e.to_string())?;
     install_stop_handlers();
     let mut trainers: BTreeMap<String, PpoTrainer> = BTreeMap::new();
+    let mut timers = Timers::default();
+    let mut checkpoints: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     loop {
         if STOP_REQUESTED.load(Ordering::SeqCst) {
             log::info!("stop requested: closing the environments and exporting");
@@ -109,62 +186,67 @@ pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String
         for (worker, env) in envs.envs_mut().iter_mut().enumerate() {
             for name in env.behavior_names() {
                 if !trainers.contains_key(&name) {
-                    let brain = BehaviorName::parse(&name).name;
-                    let settings = run
-                        .settings_for(&brain)
-                        .ok_or_else(|| format!("behavior name {brain} has not been specified in the configuration"))?
-                        .clone();
-                    let tensorboard = options.run_dir.as_ref().map(|d| d.join(&brain));
                     let spec = env.behavior_specs()[&name].clone();
-                    trainers.insert(name.clone(), PpoTrainer::new(&brain, &spec, settings, seed, tensorboard.as_deref())?);
+                    trainers.insert(name.clone(), create_trainer(run, options, &name, &spec, seed)?);
                 }
                 let trainer = trainers.get_mut(&name).expect("inserted above");
                 let (decisions, terminals) = env.get_steps(&name).map_err(|e| e.to_string())?;
-                let (actions, chosen) = trainer.act(&decisions);
+                let (actions, chosen) = timers.time("act", || trainer.act(&decisions));
                 if trainer.should_train() {
-                    trainer.ingest(worker, &decisions, &terminals, chosen);
+                    timers.time("process_trajectory", || trainer.ingest(worker, &decisions, &terminals, chosen));
+                }
+                if let (Some(step), Some(dir)) = (trainer.pending_checkpoint.take(), &options.run_dir) {
+                    timers.time("save_checkpoint", || save_checkpoint(trainer, dir, step))?;
+                    checkpoints.entry(trainer.behavior.clone()).or_default().push(step);
                 }
                 env.set_actions(&name, actions).map_err(|e| e.to_string())?;
             }
         }
         for trainer in trainers.values_mut() {
             if trainer.should_train() {
-                trainer.maybe_update();
+                timers.time("update_policy", || trainer.maybe_update());
             }
         }
         if !trainers.is_empty() && trainers.values().all(|t| !t.should_train()) {
             break;
         }
-        envs.step().map_err(|e| e.to_string())?;
+        timers.time("env_step", || envs.step()).map_err(|e| e.to_string())?;
     }
     envs.close().map_err(|e| e.to_string())?;
     let mut results = BTreeMap::new();
+    let mut final_steps = BTreeMap::new();
     for trainer in trainers.values() {
-        let onnx = match &options.run_dir {
-            Some(dir) => Some(export(trainer, dir)?),
-            None => None,
-        };
+        let mut onnx = None;
+        if let Some(dir) = &options.run_dir {
+            // The final checkpoint at the current step, its exports copied to the run folder.
+            let saved = save_checkpoint(trainer, dir, trainer.step)?;
+            checkpoints.entry(trainer.behavior.clone()).or_default().push(trainer.step);
+            let exported = export_checkpoint(&saved, dir, &trainer.behavior, ExportOptions::default(), true).map_err(|e| e.to_string())?;
+            if let Some(why) = &exported.nn_skipped {
+                log::info!("{}: no .nn export: {why}", trainer.behavior);
+            }
+            log::info!("Exported {}", exported.onnx.display());
+            onnx = Some(exported.onnx);
+            final_steps.insert(trainer.behavior.clone(), trainer.step);
+        }
+        if let Some(mean) = trainer.last_summary_reward() {
+            timers.gauge(&format!("{}.Environment.Cumulative Reward.mean", trainer.behavior), mean as f64);
+        }
         results.insert(
             trainer.behavior.clone(),
-            BehaviorResult { steps: trainer.step, episode_returns: trainer.episode_returns.clone(), summaries: trainer.summaries.clone(), onnx },
+            BehaviorResult {
+                steps: trainer.step,
+                episode_returns: trainer.episode_returns.clone(),
+                summaries: trainer.summaries.clone(),
+                onnx,
+                checkpoints: checkpoints.get(&trainer.behavior).cloned().unwrap_or_default(),
+            },
         );
     }
-    Ok(results)
-}
-
-fn export(trainer: &PpoTrainer, dir: &Path) -> Result<PathBuf, String> {
-    let (description, weights) = trainer.policy();
-    let bytes = crate::onnx::export::to_onnx_bytes(&description, &weights).map_err(|e| e.to_string())?;
-    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    let path = dir.join(format!("{}.onnx", trainer.behavior));
-    std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
-    // The Barracuda export for older Unity packages (not for hybrid actions, which it cannot express).
-    match crate::barracuda::export::to_nn(&description, &weights) {
-        Ok(model) => {
-            let nn = dir.join(format!("{}.nn", trainer.behavior));
-            std::fs::write(&nn, crate::barracuda::write(&model)).map_err(|e| format!("{}: {e}", nn.display()))?;
-        }
-        Err(e) => log::info!("{}: no .nn export: {e}", trainer.behavior),
+    if let Some(dir) = &options.run_dir {
+        let behaviors: Vec<String> = trainers.values().map(|t| t.behavior.clone()).collect();
+        write_training_status(dir, &behaviors, &final_steps).map_err(|e| format!("training_status.json: {e}"))?;
+        timers.write(dir).map_err(|e| format!("timers.json: {e}"))?;
     }
-    Ok(path)
+    Ok(results)
 }

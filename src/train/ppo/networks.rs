@@ -186,6 +186,11 @@ impl Actor {
     pub fn update_normalizers(&mut self, observations: &[Tensor]) {
         self.body.update_normalizers(observations);
     }
+
+    /// The free log σ `[1, c]` of the Gaussian head (None without continuous actions).
+    pub fn log_sigma(&self) -> Option<&Tensor> {
+        self.log_sigma.as_ref()
+    }
 }
 
 impl Critic {
@@ -206,17 +211,35 @@ impl Critic {
     }
 }
 
+/// A tensor's values as a float32 weight.
+pub fn to_weight(t: &Tensor) -> WeightTensor {
+    let t = t.to_kind(Kind::Float).contiguous();
+    WeightTensor { shape: t.size().iter().map(|d| *d as usize).collect(), data: Vec::<f32>::try_from(t.flatten(0, -1)).unwrap_or_default() }
+}
+
+/// Every variable of a var store as named tensors.
+pub fn variables(vs: &nn::VarStore) -> Weights {
+    Weights(vs.variables().iter().map(|(name, t)| (name.clone(), to_weight(t))).collect())
+}
+
+/// Copies tensors into the var store's variables of the same name and shape; returns the
+/// names that were missing or had another shape (they keep their values).
+pub fn load_variables(vs: &nn::VarStore, tensors: &Weights) -> Vec<String> {
+    let mut skipped = vec![];
+    for (name, mut var) in vs.variables() {
+        match tensors.0.get(&name) {
+            Some(w) if w.shape.iter().map(|d| *d as i64).collect::<Vec<_>>() == var.size() => {
+                tch::no_grad(|| var.copy_(&Tensor::from_slice(&w.data).reshape(var.size())));
+            }
+            _ => skipped.push(name),
+        }
+    }
+    skipped
+}
+
 /// The actor's variables as exportable weights (the critic's are not part of a policy).
 pub fn actor_weights(vs: &nn::VarStore) -> Weights {
-    let mut weights = Weights::default();
-    for (name, tensor) in vs.variables() {
-        if name.starts_with("critic.") {
-            continue;
-        }
-        let t = tensor.to_kind(Kind::Float).contiguous();
-        let shape: Vec<usize> = t.size().iter().map(|d| *d as usize).collect();
-        let data: Vec<f32> = Vec::<f32>::try_from(t.flatten(0, -1)).unwrap_or_default();
-        weights.0.insert(name, WeightTensor { shape, data });
-    }
+    let mut weights = variables(vs);
+    weights.0.retain(|name, _| !name.starts_with(crate::train::checkpoint::CRITIC_PREFIX));
     weights
 }

@@ -2,11 +2,13 @@
 //! into trajectories, computes values and GAE, fills the update buffer, runs the clipped
 //! PPO update with ML-Agents' per-dimension ratio, and reports statistics.
 
-use super::networks::{actor_weights, Actor, Critic};
+use super::adam::Adam;
+use super::networks::{actor_weights, load_variables, variables, Actor, Critic};
 use crate::comm::side_channel::StatsAggregation;
 use crate::env::{ActionTuple, DecisionSteps, TerminalSteps};
 use crate::policy::{PolicyDescription, Weights, POLICY_FORMAT_VERSION};
 use crate::spec::BehaviorSpec;
+use crate::train::checkpoint::{self, Checkpoint, CheckpointDescription, CHECKPOINT_FORMAT_VERSION, ROLLOUT_PREFIX};
 use crate::train::config::TrainerSettings;
 use crate::train::gae::{gae, standardize};
 use crate::train::schedule::DecayedValue;
@@ -15,8 +17,12 @@ use crate::train::tensorboard::SummaryWriter;
 use crate::train::trajectory::{AgentProcessor, Decision, Trajectory};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
+use std::collections::VecDeque;
 use std::time::Instant;
-use tch::{nn, nn::OptimizerConfig, Device, Kind, Tensor};
+use tch::{nn, Device, Kind, Tensor};
+
+/// How many recent decisions are kept for the parity record of a checkpoint.
+const PARITY_ROWS: usize = 16;
 
 /// One experience as the update needs it.
 struct Row {
@@ -39,7 +45,7 @@ pub struct PpoTrainer {
     vs: nn::VarStore,
     actor: Actor,
     critic: Critic,
-    optimizer: nn::Optimizer,
+    adam: Adam,
     processor: AgentProcessor,
     buffer: Vec<Row>,
     stats: StatsReporter,
@@ -55,6 +61,15 @@ pub struct PpoTrainer {
     pub summaries: Vec<String>,
     /// Returns of the episodes finished so far, in order.
     pub episode_returns: Vec<f32>,
+    /// Recent decision inputs (observations, masks with 1 = allowed) for the parity record.
+    recent_inputs: VecDeque<(Vec<Vec<f32>>, Vec<f32>)>,
+    /// The next multiple of `checkpoint_interval` to cross.
+    next_checkpoint: u64,
+    /// A checkpoint became due, labelled with this step (the step before the trajectory that
+    /// crossed the interval, as ML-Agents labels it).
+    pub pending_checkpoint: Option<u64>,
+    /// Mean episode reward of the last summary (recorded with checkpoints).
+    last_mean_reward: Option<f32>,
 }
 
 fn rows_to_tensor(rows: &[&Row], get: impl Fn(&Row) -> &[f32], width: usize) -> Tensor {
@@ -81,7 +96,7 @@ impl PpoTrainer {
         let actor = Actor::new(&vs.root(), &description);
         let critic = Critic::new(&(vs.root() / "critic"), &description);
         let h = &settings.hyperparameters;
-        let optimizer = nn::Adam::default().build(&vs, h.learning_rate).map_err(|e| e.to_string())?;
+        let adam = Adam::new(&vs);
         let max = settings.max_steps;
         let writer = match tensorboard {
             Some(dir) => Some(SummaryWriter::create(dir).map_err(|e| format!("TensorBoard folder {}: {e}", dir.display()))?),
@@ -99,7 +114,7 @@ impl PpoTrainer {
             vs,
             actor,
             critic,
-            optimizer,
+            adam,
             buffer: vec![],
             writer,
             step: 0,
@@ -107,6 +122,10 @@ impl PpoTrainer {
             started: Instant::now(),
             summaries: vec![],
             episode_returns: vec![],
+            recent_inputs: VecDeque::new(),
+            next_checkpoint: 0,
+            pending_checkpoint: None,
+            last_mean_reward: None,
         })
     }
 
@@ -133,6 +152,15 @@ impl PpoTrainer {
         let entropy: Vec<f32> = Vec::<f32>::try_from(out.entropy).unwrap_or_default();
         for e in entropy {
             self.stats.add("Policy/Entropy", e, StatsAggregation::Average);
+        }
+        let mask_values = masks.as_ref().map(|_| steps.allowed_actions()).unwrap_or_default();
+        for a in 0..n.min(PARITY_ROWS) {
+            let observations = steps.obs.iter().map(|b| b.agent(a).to_vec()).collect();
+            let mask = if total > 0 { mask_values[a * total..(a + 1) * total].to_vec() } else { vec![] };
+            if self.recent_inputs.len() == PARITY_ROWS {
+                self.recent_inputs.pop_front();
+            }
+            self.recent_inputs.push_back((observations, mask));
         }
         let k = c + nb;
         let decisions = (0..n)
@@ -198,7 +226,16 @@ impl PpoTrainer {
                 value: values[k],
             });
         }
+        let before = self.step;
         self.step += n as u64;
+        let interval = self.settings.checkpoint_interval.max(1);
+        if self.next_checkpoint == 0 {
+            self.next_checkpoint = (before / interval + 1) * interval;
+        }
+        if self.step >= self.next_checkpoint {
+            self.pending_checkpoint = Some(before);
+            self.next_checkpoint = (self.step / interval + 1) * interval;
+        }
         if let Some(label) = self.stats.due(self.step) {
             self.summarize(label);
         }
@@ -206,6 +243,7 @@ impl PpoTrainer {
 
     fn summarize(&mut self, label: u64) {
         let line = self.stats.console_line(label, self.started.elapsed().as_secs_f64(), self.should_train());
+        self.last_mean_reward = self.stats.mean(CUMULATIVE_REWARD);
         println!("[INFO] {line}");
         self.summaries.push(line);
         if let Some(w) = self.writer.as_mut() {
@@ -229,7 +267,6 @@ impl PpoTrainer {
             r.advantage = a;
         }
         let (lr, beta, epsilon) = (self.learning_rate.value(self.step), self.beta.value(self.step), self.epsilon.value(self.step));
-        self.optimizer.set_lr(lr);
         let sizes: Vec<usize> = self.description.observation_shapes.iter().map(|s| s[0]).collect();
         let c = self.description.action_spec.continuous_size;
         let nb = self.description.action_spec.discrete_size();
@@ -259,9 +296,9 @@ impl PpoTrainer {
                 let v_clipped = &old_v + (&v - &old_v).clamp(-epsilon, epsilon);
                 let value_loss = (&ret - &v).pow_tensor_scalar(2).max_other(&(&ret - &v_clipped).pow_tensor_scalar(2)).mean(Kind::Float);
                 let loss: Tensor = &policy_loss + &value_loss * 0.5 - out.entropy.mean(Kind::Float) * beta;
-                self.optimizer.zero_grad();
+                self.adam.zero_grad(&self.vs);
                 loss.backward();
-                self.optimizer.step();
+                self.adam.step(&self.vs, lr);
                 policy_losses.push(policy_loss.double_value(&[]).abs() as f32);
                 value_losses.push(value_loss.double_value(&[]) as f32);
             }
@@ -280,5 +317,103 @@ impl PpoTrainer {
     /// The actor's weights as a backend-neutral policy.
     pub fn policy(&self) -> (PolicyDescription, Weights) {
         (self.description.clone(), actor_weights(&self.vs))
+    }
+
+    /// Mean episode reward of the last summary.
+    pub fn last_summary_reward(&self) -> Option<f32> {
+        self.last_mean_reward
+    }
+
+    /// Everything a checkpoint holds: the description (labelled `step`) and the tensors
+    /// (actor, critic, Adam's moments, and the parity record of recent decisions).
+    pub fn checkpoint(&self, step: u64) -> (CheckpointDescription, Weights) {
+        let mut tensors = variables(&self.vs);
+        tensors.0.extend(self.adam.moments().0);
+        tensors.0.extend(self.parity_record(step).0);
+        let description = CheckpointDescription {
+            format_version: CHECKPOINT_FORMAT_VERSION,
+            behavior: self.behavior.clone(),
+            trainer: "ppo".into(),
+            step,
+            policy: self.description.clone(),
+            optimizer: self.adam.state().clone(),
+            weights_file: String::new(),
+            weights_sha256: String::new(),
+            reward: self.last_mean_reward,
+            creation_time: checkpoint::now(),
+        };
+        (description, tensors)
+    }
+
+    /// The recent decisions' inputs and the training network's outputs on them: deterministic
+    /// actions, and continuous actions sampled with recorded standard-normal noise.
+    fn parity_record(&self, step: u64) -> Weights {
+        use crate::policy::WeightTensor;
+        let n = self.recent_inputs.len();
+        let mut out = Weights::default();
+        if n == 0 {
+            return out;
+        }
+        let mut put = |name: &str, shape: Vec<usize>, data: Vec<f32>| {
+            out.0.insert(format!("{ROLLOUT_PREFIX}{name}"), WeightTensor { shape, data });
+        };
+        let mut obs = vec![];
+        for (i, shape) in self.description.observation_shapes.iter().enumerate() {
+            let data: Vec<f32> = self.recent_inputs.iter().flat_map(|(o, _)| o[i].iter().copied()).collect();
+            obs.push(Tensor::from_slice(&data).reshape([n as i64, shape[0] as i64]));
+            put(&format!("obs_{i}"), vec![n, shape[0]], data);
+        }
+        let total = self.description.action_spec.mask_len();
+        let masks = (total > 0).then(|| {
+            let data: Vec<f32> = self.recent_inputs.iter().flat_map(|(_, m)| m.iter().copied()).collect();
+            put("action_masks", vec![n, total], data.clone());
+            Tensor::from_slice(&data).reshape([n as i64, total as i64])
+        });
+        let out_det = tch::no_grad(|| self.actor.forward(&obs, masks.as_ref(), None, true));
+        let c = self.description.action_spec.continuous_size;
+        if c > 0 {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(step);
+            let noise: Vec<f32> = (0..n * c).map(|_| rand_distr::Distribution::sample(&rand_distr::StandardNormal, &mut rng)).collect();
+            let mu = &out_det.continuous;
+            let sigma = self.actor.log_sigma().map(|l| l.exp()).unwrap_or_else(|| mu.ones_like());
+            let noise_t = Tensor::from_slice(&noise).reshape([n as i64, c as i64]);
+            let sampled = (mu + sigma * &noise_t).clamp(-3.0, 3.0) / 3.0;
+            let deterministic = mu.clamp(-3.0, 3.0) / 3.0;
+            let values = |t: &Tensor| Vec::<f32>::try_from(t.flatten(0, -1)).unwrap_or_default();
+            put("noise", vec![n, c], noise);
+            put("deterministic_continuous_actions", vec![n, c], values(&deterministic));
+            put("continuous_actions", vec![n, c], values(&sampled));
+        }
+        let b = self.description.action_spec.discrete_size();
+        if b > 0 {
+            let choices: Vec<i64> = Vec::<i64>::try_from(out_det.discrete.flatten(0, -1)).unwrap_or_default();
+            put("deterministic_discrete_actions", vec![n, b], choices.iter().map(|v| *v as f32).collect());
+        }
+        out
+    }
+
+    /// Loads a checkpoint's actor, critic and normalisers, and, when `resume`, Adam's state
+    /// and the step count (`--initialize-from` starts again at step 0 with fresh Adam).
+    pub fn restore(&mut self, checkpoint: &Checkpoint, resume: bool) -> Result<(), String> {
+        if checkpoint.description.policy != self.description {
+            return Err(format!(
+                "{}: the checkpoint's network ({:?}) differs from this run's ({:?})",
+                checkpoint.path.display(),
+                checkpoint.description.policy,
+                self.description
+            ));
+        }
+        let skipped = load_variables(&self.vs, &checkpoint.tensors);
+        if !skipped.is_empty() {
+            log::warn!("{}: no tensors for {skipped:?}; they keep their fresh values", checkpoint.path.display());
+        }
+        if resume {
+            self.adam.restore(&checkpoint.description.optimizer, &checkpoint.tensors);
+            self.step = checkpoint.description.step;
+            self.stats = StatsReporter::new(&self.behavior, self.settings.summary_freq as u64, self.step);
+            self.next_checkpoint = 0;
+            self.last_mean_reward = checkpoint.description.reward;
+        }
+        Ok(())
     }
 }

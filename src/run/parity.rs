@@ -1,0 +1,229 @@
+//! Proving that an exported model computes what was trained: [`check_parity`] feeds a model
+//! the inputs of a parity record (as Unity would feed them, whatever the model's interface)
+//! and compares every action output with the training network's recorded outputs;
+//! [`compare_models`] runs two models on the same decision steps and compares their actions.
+
+use super::play::{PlayError, PolicyDriver};
+use super::{LoadOptions, NamedTensors, Policy, TensorData, NOISE_INPUT};
+use crate::env::{DecisionSteps, ObservationBatch};
+use crate::policy::parity::ParityRecord;
+use crate::spec::{BehaviorSpec, ObservationSpec};
+use serde::Serialize;
+use std::path::Path;
+
+/// One output compared with its recorded counterpart.
+#[derive(Debug, Clone, Serialize)]
+pub struct OutputCheck {
+    /// The model's output (e.g. `deterministic_continuous_actions`, or `action` for `.nn`).
+    pub output: String,
+    /// The recorded values it was compared with.
+    pub recorded: String,
+    /// Largest absolute difference (continuous values, or discrete indices).
+    pub max_abs_error: f32,
+    /// Rows whose discrete choices differ (0 for continuous outputs).
+    pub mismatched_rows: usize,
+    pub passed: bool,
+}
+
+/// The outcome of a parity check.
+#[derive(Debug, Clone, Serialize)]
+pub struct ParityReport {
+    pub model: String,
+    pub sha256: String,
+    /// The sha256 the record lists for a file of this name, if any.
+    pub recorded_sha256: Option<String>,
+    pub rows: usize,
+    pub tolerance: f32,
+    pub checks: Vec<OutputCheck>,
+    pub passed: bool,
+}
+
+/// The behavior spec and decision steps a parity record describes.
+pub fn record_steps(record: &ParityRecord) -> (BehaviorSpec, DecisionSteps) {
+    let n = record.batch;
+    let observation_specs: Vec<ObservationSpec> = record
+        .policy
+        .observation_shapes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| match s.as_slice() {
+            [h, w, c] => ObservationSpec::visual_hwc(*h, *w, *c, &format!("obs_{i}")),
+            _ => ObservationSpec::vector(s.iter().product(), &format!("obs_{i}")),
+        })
+        .collect();
+    let spec = BehaviorSpec { observation_specs, action_spec: record.policy.action_spec.clone() };
+    let obs = record.observations.iter().zip(&record.policy.observation_shapes).map(|(data, shape)| ObservationBatch { shape: shape.clone(), data: data.clone() }).collect();
+    let branches = &record.policy.action_spec.discrete_branches;
+    let action_mask = (!branches.is_empty()).then(|| {
+        let total: usize = branches.iter().sum();
+        let mut start = 0;
+        branches
+            .iter()
+            .map(|size| {
+                let flags = (0..n).flat_map(|r| (0..*size).map(move |k| (r, k))).map(|(r, k)| record.action_masks[r * total + start + k] < 0.5).collect();
+                start += size;
+                flags
+            })
+            .collect()
+    });
+    let steps = DecisionSteps {
+        obs,
+        reward: vec![0.0; n],
+        agent_id: (0..n as i32).collect(),
+        action_mask,
+        group_id: vec![0; n],
+        group_reward: vec![0.0; n],
+    };
+    (spec, steps)
+}
+
+fn sha256_file(path: &Path) -> Result<String, PlayError> {
+    let bytes = std::fs::read(path).map_err(|e| super::RunError::Read { path: path.display().to_string(), detail: e.to_string() })?;
+    Ok(crate::train::checkpoint::sha256_hex(&bytes))
+}
+
+/// `width` values per row from an output (the first `width` of each row).
+fn rows(t: &TensorData, n: usize, width: usize) -> Vec<Vec<f32>> {
+    let per_row = t.data.len() / n.max(1);
+    (0..n).map(|r| t.data[r * per_row..r * per_row + width.min(per_row)].to_vec()).collect()
+}
+
+fn compare_continuous(output: &str, recorded_name: &str, t: &TensorData, recorded: &[f32], n: usize, c: usize, tolerance: f32) -> OutputCheck {
+    let got = rows(t, n, c);
+    let mut max = 0.0f32;
+    for (r, row) in got.iter().enumerate() {
+        if row.len() < c {
+            max = f32::INFINITY;
+            continue;
+        }
+        for k in 0..c {
+            let e = (row[k] - recorded[r * c + k]).abs();
+            max = if e.is_nan() { f32::INFINITY } else { max.max(e) };
+        }
+    }
+    OutputCheck { output: output.into(), recorded: recorded_name.into(), max_abs_error: max, mismatched_rows: 0, passed: max <= tolerance }
+}
+
+fn argmax(values: &[f32]) -> i64 {
+    values.iter().enumerate().fold((0, f32::NEG_INFINITY), |best, (i, v)| if *v > best.1 { (i, *v) } else { best }).0 as i64
+}
+
+fn compare_discrete(output: &str, choices: &[Vec<i64>], recorded: &[i64], branches: usize) -> OutputCheck {
+    let mut mismatched = 0;
+    let mut max = 0.0f32;
+    for (r, row) in choices.iter().enumerate() {
+        let expected = &recorded[r * branches..(r + 1) * branches];
+        if row.as_slice() != expected {
+            mismatched += 1;
+            for (a, b) in row.iter().zip(expected) {
+                max = max.max((a - b).abs() as f32);
+            }
+        }
+    }
+    OutputCheck { output: output.into(), recorded: "deterministic_discrete_actions".into(), max_abs_error: max, mismatched_rows: mismatched, passed: mismatched == 0 }
+}
+
+/// Checks `model` against a parity record: deterministic actions (and, for continuous
+/// actions, the actions sampled with the recorded noise) within `tolerance`; discrete
+/// choices must be equal.
+pub fn check_parity(model: &Path, record: &ParityRecord, tolerance: f32) -> Result<ParityReport, PlayError> {
+    let (spec, steps) = record_steps(record);
+    let n = record.batch;
+    let c = spec.action_spec.continuous_size;
+    let branches = &spec.action_spec.discrete_branches;
+    let policy = Policy::load(model, LoadOptions { deterministic: true, ..Default::default() })?;
+    let mut driver = PolicyDriver::new(policy, &record.behavior, &spec, true, 0)?;
+    let inputs = driver.inputs(&steps);
+    let outputs = driver.policy().run(&inputs)?;
+    let missing = |what: &str| PlayError::Mismatch { behavior: record.behavior.clone(), detail: format!("the model has no {what} output") };
+    let mut checks = vec![];
+    if c > 0 {
+        let (name, t) = ["deterministic_continuous_actions", "action"]
+            .iter()
+            .find_map(|k| outputs.get(*k).map(|t| (*k, t)))
+            .ok_or_else(|| missing("deterministic continuous action"))?;
+        checks.push(compare_continuous(name, "deterministic_continuous_actions", t, &record.deterministic_continuous_actions, n, c, tolerance));
+        // Sampled actions with the recorded noise in place of the model's own draws.
+        let sampling = Policy::load(model, LoadOptions { noise_input: true, ..Default::default() })?;
+        let mut with_noise: NamedTensors = inputs.clone();
+        with_noise.insert(NOISE_INPUT.into(), TensorData { shape: vec![n, c], data: record.noise.clone() });
+        let sampled = sampling.run(&with_noise)?;
+        let (name, t) = ["continuous_actions", "action"].iter().find_map(|k| sampled.get(*k).map(|t| (*k, t))).ok_or_else(|| missing("continuous action"))?;
+        checks.push(compare_continuous(name, "continuous_actions", t, &record.continuous_actions, n, c, tolerance));
+    }
+    if !branches.is_empty() {
+        let choices: Vec<Vec<i64>> = if let Some(t) = outputs.get("deterministic_discrete_actions") {
+            rows(t, n, branches.len()).into_iter().map(|r| r.iter().map(|v| v.round() as i64).collect()).collect()
+        } else if let Some(t) = outputs.get("action") {
+            // Model API 2 and .nn: log-probabilities per branch, concatenated.
+            rows(t, n, branches.iter().sum())
+                .into_iter()
+                .map(|row| {
+                    let mut start = 0;
+                    branches
+                        .iter()
+                        .map(|size| {
+                            let choice = argmax(&row[start.min(row.len())..(start + size).min(row.len())]);
+                            start += size;
+                            choice
+                        })
+                        .collect()
+                })
+                .collect()
+        } else {
+            return Err(missing("discrete action"));
+        };
+        let name = if outputs.contains_key("deterministic_discrete_actions") { "deterministic_discrete_actions" } else { "action (argmax per branch)" };
+        checks.push(compare_discrete(name, &choices, &record.deterministic_discrete_actions, branches.len()));
+    }
+    let file_name = model.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let recorded_sha256 = record.files.iter().find(|(name, _)| Path::new(name).extension() == model.extension() || **name == file_name).map(|(_, s)| s.clone());
+    let passed = checks.iter().all(|c| c.passed);
+    Ok(ParityReport { model: model.display().to_string(), sha256: sha256_file(model)?, recorded_sha256, rows: n, tolerance, checks, passed })
+}
+
+/// The outcome of running two models on the same decisions.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompareReport {
+    pub first: String,
+    pub second: String,
+    pub rows: usize,
+    /// Largest difference of the deterministic continuous actions.
+    pub continuous_max_abs_error: f32,
+    /// Rows whose deterministic discrete actions differ.
+    pub discrete_mismatched_rows: usize,
+    pub tolerance: f32,
+    pub passed: bool,
+}
+
+/// Runs `first` and `second` deterministically on each batch of decisions (as Unity feeds
+/// each model, whatever its interface) and compares their actions.
+pub fn compare_models(first: &Path, second: &Path, behavior: &str, spec: &BehaviorSpec, batches: &[DecisionSteps], tolerance: f32) -> Result<CompareReport, PlayError> {
+    let load = |p: &Path| -> Result<PolicyDriver, PlayError> {
+        let policy = Policy::load(p, LoadOptions { deterministic: true, ..Default::default() })?;
+        PolicyDriver::new(policy, behavior, spec, true, 0)
+    };
+    let (mut a, mut b) = (load(first)?, load(second)?);
+    let (mut max, mut mismatched, mut rows) = (0.0f32, 0, 0);
+    let branches = spec.action_spec.discrete_size();
+    for steps in batches.iter().filter(|s| !s.is_empty()) {
+        let (x, y) = (a.decide(steps)?, b.decide(steps)?);
+        for (p, q) in x.continuous.iter().zip(&y.continuous) {
+            let e = (p - q).abs();
+            max = if e.is_nan() { f32::INFINITY } else { max.max(e) };
+        }
+        if branches > 0 {
+            mismatched += x.discrete.chunks(branches).zip(y.discrete.chunks(branches)).filter(|(p, q)| p != q).count();
+        }
+        rows += steps.len();
+    }
+    Ok(CompareReport {
+        first: first.display().to_string(),
+        second: second.display().to_string(),
+        rows,
+        continuous_max_abs_error: max,
+        discrete_mismatched_rows: mismatched,
+        tolerance,
+        passed: rows > 0 && max <= tolerance && mismatched == 0,
+    })
+}

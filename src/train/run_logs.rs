@@ -1,0 +1,119 @@
+//! `results/<run-id>/run_logs/`: `training_status.json` (the checkpoints of each behavior,
+//! as ML-Agents 0.28 lists them) and `timers.json` (where the time went, and gauges of the
+//! mean reward), training.md §10.
+
+use crate::train::checkpoint::{self, write_atomic, Checkpoint};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Stats format ML-Agents 0.28 writes in the metadata.
+pub const STATS_FORMAT_VERSION: &str = "0.3.0";
+
+fn checkpoint_entry(run_dir: &Path, behavior: &str, c: &Checkpoint) -> Value {
+    let dir = run_dir.join(behavior);
+    let stem = checkpoint::stem(behavior, c.description.step);
+    json!({
+        "steps": c.description.step,
+        "file_path": dir.join(format!("{stem}.onnx")).display().to_string(),
+        "reward": c.description.reward,
+        "creation_time": c.description.creation_time,
+        "auxillary_file_paths": [
+            dir.join(format!("{stem}.safetensors")).display().to_string(),
+            dir.join(format!("{stem}.json")).display().to_string(),
+        ],
+    })
+}
+
+/// Writes `run_logs/training_status.json` from the checkpoints on disk (so a run that
+/// crashed still gets a true list when it is resumed). `final_steps` names each behavior's
+/// final checkpoint, once the run has ended.
+pub fn write_training_status(run_dir: &Path, behaviors: &[String], final_steps: &BTreeMap<String, u64>) -> std::io::Result<()> {
+    let mut root = Map::new();
+    for behavior in behaviors {
+        let dir = run_dir.join(behavior);
+        let checkpoints: Vec<Checkpoint> = checkpoint::list(&dir, behavior).iter().filter_map(|(_, p)| Checkpoint::read(p).ok()).collect();
+        let mut entry = Map::new();
+        entry.insert("checkpoints".into(), Value::Array(checkpoints.iter().map(|c| checkpoint_entry(run_dir, behavior, c)).collect()));
+        if let Some(step) = final_steps.get(behavior) {
+            if let Some(c) = checkpoints.iter().find(|c| c.description.step == *step) {
+                let mut last = checkpoint_entry(run_dir, behavior, c);
+                last["file_path"] = json!(run_dir.join(format!("{behavior}.onnx")).display().to_string());
+                entry.insert("final_checkpoint".into(), last);
+            }
+        }
+        root.insert(behavior.clone(), Value::Object(entry));
+    }
+    root.insert(
+        "metadata".into(),
+        json!({"stats_format_version": STATS_FORMAT_VERSION, "mlagents_version": "0.28.0", "mlagents_rs_version": env!("CARGO_PKG_VERSION"), "torch_version": "2.13.0 (libtorch via tch)"}),
+    );
+    let logs = run_dir.join("run_logs");
+    std::fs::create_dir_all(&logs)?;
+    write_atomic(&logs.join("training_status.json"), &serde_json::to_vec_pretty(&Value::Object(root)).expect("json"))
+}
+
+/// Hierarchical timers (one level below the root) and gauges, as `timers.json` holds them.
+#[derive(Debug)]
+pub struct Timers {
+    started: Instant,
+    blocks: BTreeMap<&'static str, (Duration, u64)>,
+    gauges: BTreeMap<String, (f64, f64, f64, u64)>,
+}
+
+impl Default for Timers {
+    fn default() -> Self {
+        Self { started: Instant::now(), blocks: BTreeMap::new(), gauges: BTreeMap::new() }
+    }
+}
+
+impl Timers {
+    /// Times `f` under `name`.
+    pub fn time<T>(&mut self, name: &'static str, f: impl FnOnce() -> T) -> T {
+        let start = Instant::now();
+        let value = f();
+        let entry = self.blocks.entry(name).or_default();
+        entry.0 += start.elapsed();
+        entry.1 += 1;
+        value
+    }
+
+    /// Records a gauge value (last value, min, max, count are kept).
+    pub fn gauge(&mut self, name: &str, value: f64) {
+        let g = self.gauges.entry(name.into()).or_insert((value, value, value, 0));
+        *g = (value, g.1.min(value), g.2.max(value), g.3 + 1);
+    }
+
+    /// The timers as JSON.
+    pub fn to_json(&self) -> Value {
+        let total = self.started.elapsed().as_secs_f64();
+        let timed: f64 = self.blocks.values().map(|(d, _)| d.as_secs_f64()).sum();
+        let children: Map<String, Value> = self
+            .blocks
+            .iter()
+            .map(|(name, (d, count))| (name.to_string(), json!({"total": d.as_secs_f64(), "count": count, "self": d.as_secs_f64()})))
+            .collect();
+        let gauges: Map<String, Value> = self
+            .gauges
+            .iter()
+            .map(|(name, (value, min, max, count))| (name.clone(), json!({"value": value, "min": min, "max": max, "count": count})))
+            .collect();
+        json!({
+            "name": "root",
+            "gauges": gauges,
+            "metadata": {"timer_format_version": "0.1.0", "start_time_seconds": format!("{:.0}", checkpoint::now() - total), "mlagents_rs_version": env!("CARGO_PKG_VERSION")},
+            "total": total,
+            "count": 1,
+            "self": (total - timed).max(0.0),
+            "children": children,
+        })
+    }
+
+    /// Writes `run_logs/timers.json`.
+    pub fn write(&self, run_dir: &Path) -> std::io::Result<()> {
+        let logs = run_dir.join("run_logs");
+        std::fs::create_dir_all(&logs)?;
+        write_atomic(&logs.join("timers.json"), &serde_json::to_vec_pretty(&self.to_json()).expect("json"))
+    }
+}
