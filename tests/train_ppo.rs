@@ -93,29 +93,134 @@ fn a_trained_policy_exports_and_plays() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// Ctrl-C during training: the trainer stops, closes the environment and still exports,
-/// exiting 0.
-#[test]
-fn interrupted_training_still_exports() {
-    let dir = std::env::temp_dir().join(format!("mlagents-interrupt-{}", std::process::id()));
-    let config = dir.join("config.yaml");
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mlagents-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(&config, "behaviors:\n  1D:\n    max_steps: 10000000\n    summary_freq: 1000\nenv_settings: {base_port: 0}\n").unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mlagents-learn"))
-        .args([config.to_str().unwrap(), "--run-id", "interrupted", "--env", "sim:Simple1DDiscrete", "--results-dir"])
-        .arg(&dir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+    dir
+}
+
+/// Starts `mlagents-learn CONFIG --run-id ID --env sim:Simple1DDiscrete --results-dir DIR EXTRA...`.
+fn spawn_learn(config: &std::path::Path, run_id: &str, results: &std::path::Path, extra: &[&str]) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_mlagents-learn"))
+        .args([config.to_str().unwrap(), "--run-id", run_id, "--env", "sim:Simple1DDiscrete", "--results-dir"])
+        .arg(results)
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+fn finish(child: std::process::Child) -> (bool, String) {
+    let out = child.wait_with_output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+}
+
+/// Ctrl-C during training: the trainer finishes the step, writes a checkpoint that loads,
+/// closes the environment, exports, and exits 0.
+#[test]
+fn interrupted_training_leaves_a_loadable_checkpoint() {
+    use mlagents::train::checkpoint;
+    let dir = temp_dir("interrupt");
+    let config = dir.join("config.yaml");
+    std::fs::write(&config, "behaviors:\n  1D:\n    max_steps: 10000000\n    summary_freq: 1000\nenv_settings: {base_port: 0}\n").unwrap();
+    let child = spawn_learn(&config, "interrupted", &dir, &[]);
     std::thread::sleep(Duration::from_secs(4));
     // SAFETY: sends a signal to our own child.
     unsafe {
         libc::kill(child.id() as libc::pid_t, libc::SIGINT);
     }
-    let status = child.wait().unwrap();
-    assert!(status.success(), "{status}");
+    let (ok, log) = finish(child);
+    assert!(ok, "{log}");
     let run = dir.join("interrupted");
-    assert!(run.join("1D.onnx").is_file() && run.join("1D.nn").is_file() && run.join("configuration.yaml").is_file());
+    assert!(run.join("1D.onnx").is_file() && run.join("1D.nn").is_file() && run.join("configuration.yaml").is_file(), "{log}");
+    let saved = checkpoint::latest(&run.join("1D"), "1D").unwrap();
+    assert!(saved.description.step > 0 && saved.description.step < 10_000_000);
+    saved.actor_weights().unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&std::fs::read(run.join("run_logs/training_status.json")).unwrap()).unwrap();
+    assert_eq!(status["1D"]["final_checkpoint"]["steps"].as_u64(), Some(saved.description.step));
+    assert!(run.join("run_logs/timers.json").is_file());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Killed (SIGKILL, no chance to clean up), then `--resume`: the run continues from the
+/// latest checkpoint's step with exactly its weights, normalisers and Adam state.
+#[test]
+fn resume_after_a_kill_continues_from_the_checkpoint() {
+    use mlagents::train::checkpoint::{self, ROLLOUT_PREFIX};
+    let dir = temp_dir("resume");
+    let config = dir.join("config.yaml");
+    let yaml = |max_steps: u64| {
+        format!(
+            "behaviors:\n  1D:\n    hyperparameters: {{batch_size: 16, buffer_size: 64}}\n    network_settings: {{normalize: true, hidden_units: 16}}\n    \
+             max_steps: {max_steps}\n    summary_freq: 500\n    checkpoint_interval: 400\nenv_settings: {{base_port: 0, seed: 3}}\n"
+        )
+    };
+    std::fs::write(&config, yaml(10_000_000)).unwrap();
+    let mut child = spawn_learn(&config, "run", &dir, &[]);
+    let behavior_dir = dir.join("run/1D");
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while checkpoint::list(&behavior_dir, "1D").len() < 3 {
+        assert!(std::time::Instant::now() < deadline, "no checkpoints after 120 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let saved = checkpoint::latest(&behavior_dir, "1D").unwrap();
+    let step = saved.description.step;
+    assert!(saved.description.optimizer.step > 0, "{:?}", saved.description.optimizer);
+
+    // Without --resume or --force the run folder is refused.
+    std::fs::write(&config, yaml(1)).unwrap();
+    let (ok, log) = finish(spawn_learn(&config, "run", &dir, &[]));
+    assert!(!ok && log.contains("--resume"), "{log}");
+
+    // Resume with max_steps below the saved step: nothing is trained, and the final
+    // checkpoint (at the same step) holds exactly the restored state.
+    let (ok, log) = finish(spawn_learn(&config, "run", &dir, &["--resume"]));
+    assert!(ok, "{log}");
+    assert!(log.contains(&format!("Resuming training of 1D from step {step}")), "{log}");
+    let restored = checkpoint::at_step(&behavior_dir, "1D", step).unwrap();
+    assert_eq!(restored.description.optimizer, saved.description.optimizer);
+    let state = |c: &checkpoint::Checkpoint| {
+        let mut t = c.tensors.0.clone();
+        t.retain(|name, _| !name.starts_with(ROLLOUT_PREFIX));
+        t
+    };
+    assert!(state(&saved).keys().any(|k| k.starts_with("optimizer.m.")) && state(&saved).keys().any(|k| k.starts_with("critic.")));
+    assert!(state(&restored) == state(&saved), "resumed state differs from the checkpoint");
+
+    // Resume for real: training continues past the saved step (summaries and checkpoints
+    // are labelled after it), and Adam keeps counting.
+    std::fs::write(&config, yaml(step + 1000)).unwrap();
+    let (ok, log) = finish(spawn_learn(&config, "run", &dir, &["--resume"]));
+    assert!(ok, "{log}");
+    let first_summary: u64 = log.lines().find_map(|l| l.split("Step: ").nth(1)).and_then(|s| s.split('.').next()).and_then(|s| s.parse().ok()).unwrap();
+    assert!(first_summary > step, "first summary at {first_summary}, saved step {step}: {log}");
+    let last = checkpoint::latest(&behavior_dir, "1D").unwrap();
+    assert!(last.description.step >= step + 1000 && last.description.optimizer.step > saved.description.optimizer.step);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `--initialize-from`: the weights of another run, but step 0 and a fresh optimizer.
+#[test]
+fn initialize_from_takes_weights_not_steps() {
+    use mlagents::train::checkpoint;
+    let dir = temp_dir("init-from");
+    let config = dir.join("config.yaml");
+    std::fs::write(&config, "behaviors:\n  1D:\n    hyperparameters: {batch_size: 16, buffer_size: 64}\n    max_steps: 600\n    summary_freq: 300\nenv_settings: {base_port: 0}\n").unwrap();
+    let (ok, log) = finish(spawn_learn(&config, "first", &dir, &[]));
+    assert!(ok, "{log}");
+    let first = checkpoint::latest(&dir.join("first/1D"), "1D").unwrap();
+    let (ok, log) = finish(spawn_learn(&config, "second", &dir, &["--initialize-from", "first"]));
+    assert!(ok, "{log}");
+    assert!(log.contains("Initializing 1D from"), "{log}");
+    let second = checkpoint::latest(&dir.join("second/1D"), "1D").unwrap();
+    // Trained from step 0 again (not from the first run's final step).
+    assert!(second.description.step < first.description.step + 300, "{} vs {}", second.description.step, first.description.step);
+    assert!(second.description.optimizer.step < first.description.optimizer.step * 2);
+    let (ok, log) = finish(spawn_learn(&config, "third", &dir, &["--initialize-from", "missing"]));
+    assert!(!ok && log.contains("missing"), "{log}");
     let _ = std::fs::remove_dir_all(dir);
 }
