@@ -28,6 +28,9 @@ echo "== peer ONNX parity: our tract runner against onnxruntime on every Unity-t
 echo "== peer TensorBoard: TensorBoard's own reader reads our event files"
 "$VENV/bin/python" tests/peer/peer_tensorboard.py "$CARGO_TARGET_DIR/debug/examples/tensorboard_events"
 
+echo "== peer golden: the golden exports pass onnx.checker and onnxruntime reproduces their training outputs"
+"$VENV/bin/python" tests/peer/peer_golden.py models/golden
+
 echo "== peer export: our ONNX exports pass onnx.checker and match onnxruntime"
 "$VENV/bin/python" tests/peer/peer_export.py "$CARGO_TARGET_DIR/debug/examples/export_random" "$CARGO_TARGET_DIR/debug/mlagents-run"
 

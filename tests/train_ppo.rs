@@ -224,3 +224,77 @@ fn initialize_from_takes_weights_not_steps() {
     assert!(!ok && log.contains("missing"), "{log}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Re-training a golden case (models/golden) with its seed gives its weights, normalisers and
+/// optimizer state again. On the machine that made the fixtures this is exact; another CPU
+/// or libtorch build may sum floats in another order, hence the small tolerance.
+#[test]
+fn golden_runs_retrain_to_the_same_weights() {
+    use mlagents::train::checkpoint::{self, ROLLOUT_PREFIX};
+    const TOLERANCE: f32 = 1e-4;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/golden");
+    for (case, behavior) in [("discrete-masked", "GridWorld"), ("continuous", "3DBall"), ("hybrid", "1D")] {
+        let dir = root.join(case);
+        let run = RunOptions::from_file(&dir.join("config.yaml")).unwrap();
+        let scene = std::fs::read_to_string(dir.join("scene")).unwrap();
+        let out = temp_dir(&format!("golden-{case}"));
+        let options = LearnOptions { run_dir: Some(out.clone()), ..LearnOptions::in_memory(&format!("sim:{}", scene.trim())) };
+        learn(&run, &options).unwrap();
+        let golden = checkpoint::latest(&dir.join("run").join(behavior), behavior).unwrap();
+        let fresh = checkpoint::latest(&out.join(behavior), behavior).unwrap();
+        assert_eq!(fresh.description.step, golden.description.step, "{case}");
+        assert_eq!(fresh.description.optimizer, golden.description.optimizer, "{case}");
+        let mut worst = 0.0f32;
+        for (name, g) in golden.tensors.0.iter().filter(|(n, _)| !n.starts_with(ROLLOUT_PREFIX)) {
+            let f = fresh.tensors.0.get(name).unwrap_or_else(|| panic!("{case}: {name} missing"));
+            assert_eq!(f.shape, g.shape, "{case}: {name}");
+            for (a, b) in f.data.iter().zip(&g.data) {
+                worst = worst.max((a - b).abs());
+            }
+        }
+        eprintln!("{case}: re-trained weights differ from the golden ones by at most {worst:e}");
+        assert!(worst <= TOLERANCE, "{case}: {worst}");
+        let _ = std::fs::remove_dir_all(out);
+    }
+}
+
+/// 3DBall (its shipped config, 200k steps): trained to reward ~100, exported, and played by
+/// our runner from the `.onnx` and the `.nn`: both within 5% of the training reward.
+#[test]
+fn three_d_ball_trained_exported_and_played_in_both_formats() {
+    use mlagents::run::{play, LoadOptions, Policy, PolicyDriver};
+    let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config/3DBall.yaml");
+    let mut run = RunOptions::from_file(&config).unwrap();
+    for settings in run.behaviors.values_mut() {
+        settings.max_steps = 200_000;
+    }
+    run.env_settings.base_port = 0;
+    run.env_settings.seed = 1;
+    let dir = temp_dir("3dball");
+    let options = LearnOptions { run_dir: Some(dir.clone()), ..LearnOptions::in_memory("sim:3DBall") };
+    let results = learn(&run, &options).unwrap();
+    let r = &results["3DBall"];
+    let last = r.summaries.last().expect("summaries");
+    let trained: f32 = last.split("Mean Reward: ").nth(1).and_then(|s| s.split('.').take(2).collect::<Vec<_>>().join(".").parse().ok()).unwrap();
+    eprintln!("3DBall: training reward {trained} ({last})");
+    assert!(trained >= 90.0, "3DBall did not train: {last}");
+    let onnx = r.onnx.clone().unwrap();
+    for model in [onnx.clone(), onnx.with_extension("nn")] {
+        let policy = Policy::load(&model, LoadOptions { deterministic: true, ..Default::default() }).unwrap();
+        let mut env = mlagents::env::UnityEnvironment::new(mlagents::env::EnvOptions {
+            env: Some("sim:3DBall".into()),
+            base_port: Some(0),
+            seed: 3,
+            ..Default::default()
+        })
+        .unwrap();
+        env.reset().unwrap();
+        let spec = env.behavior_specs()["3DBall?team=0"].clone();
+        let mut driver = PolicyDriver::new(policy, "3DBall?team=0", &spec, true, 0).unwrap();
+        let report = play(&mut env, &mut driver, 12, 100_000).unwrap();
+        env.close().unwrap();
+        eprintln!("3DBall: {} plays {:.3} over {} episodes", model.display(), report.mean_reward, report.episodes);
+        assert!(report.mean_reward >= trained * 0.95, "{}: {} vs training {trained}", model.display(), report.mean_reward);
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

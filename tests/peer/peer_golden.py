@@ -1,0 +1,82 @@
+"""The golden exports (models/golden/<case>/run) against the reference tools: each .onnx
+passes onnx.checker (full check), its sha256 is the one the parity record lists, and
+onnxruntime reproduces the training network's recorded outputs within 1e-5: deterministic
+actions as they are, and continuous actions sampled with the recorded noise (the
+RandomNormalLike node replaced by an input carrying that noise).
+Usage: python peer_golden.py PATH/TO/models/golden"""
+import hashlib
+import json
+import os
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+TOLERANCE = 1e-5
+
+
+def session(model):
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def with_noise_input(model):
+    """The model with its Gaussian noise taken from an input named parity_noise."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    for node in model.graph.node:
+        if node.op_type == "RandomNormalLike":
+            node.op_type = "Identity"
+            del node.input[:]
+            node.input.append("parity_noise")
+            del node.attribute[:]
+    model.graph.input.append(onnx.helper.make_tensor_value_info("parity_noise", onnx.TensorProto.FLOAT, ["batch", None]))
+    return model
+
+
+def main(root):
+    passed = failed = 0
+    for case in sorted(os.listdir(root)):
+        run = os.path.join(root, case, "run")
+        for name in sorted(os.listdir(run)):
+            if not name.endswith(".onnx"):
+                continue
+            behavior = name[: -len(".onnx")]
+            path = os.path.join(run, name)
+            record = json.load(open(os.path.join(run, behavior + ".parity.json")))
+            problems = []
+            model = onnx.load(path)
+            try:
+                onnx.checker.check_model(model, full_check=True)
+            except Exception as e:  # noqa: BLE001
+                problems.append(f"onnx.checker: {e}")
+            digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
+            if record["files"].get(name) != digest:
+                problems.append("sha256 differs from the parity record")
+            n = record["batch"]
+            feeds = {}
+            for i, obs in enumerate(record["observations"]):
+                feeds[f"obs_{i}"] = np.asarray(obs, np.float32).reshape(n, -1)
+            spec = record["policy"]["action_spec"]
+            c, branches = spec["continuous_size"], spec["discrete_branches"]
+            if branches:
+                feeds["action_masks"] = np.asarray(record["action_masks"], np.float32).reshape(n, -1)
+            out = dict(zip([o.name for o in model.graph.output], session(model).run(None, feeds)))
+            errors = {}
+            if c:
+                errors["deterministic_continuous_actions"] = float(np.abs(out["deterministic_continuous_actions"] - np.asarray(record["deterministic_continuous_actions"]).reshape(n, c)).max())
+                noisy = session(with_noise_input(model)).run(["continuous_actions"], {**feeds, "parity_noise": np.asarray(record["noise"], np.float32).reshape(n, c)})[0]
+                errors["continuous_actions"] = float(np.abs(noisy - np.asarray(record["continuous_actions"]).reshape(n, c)).max())
+            if branches:
+                errors["deterministic_discrete_actions"] = float(np.abs(out["deterministic_discrete_actions"] - np.asarray(record["deterministic_discrete_actions"]).reshape(n, -1)).max())
+            problems += [f"{k} max abs error {v:.2e}" for k, v in errors.items() if not v <= TOLERANCE]
+            ok = not problems
+            passed += ok
+            failed += not ok
+            summary = ", ".join(f"{k} {v:.1e}" for k, v in errors.items())
+            print(f"{'ok  ' if ok else 'FAIL'} {case}/{name}: onnx.checker, sha256, onnxruntime vs training on {n} rows: {summary}{'; ' + '; '.join(problems) if problems else ''}")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
