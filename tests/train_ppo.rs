@@ -89,7 +89,13 @@ fn a_trained_policy_exports_and_plays() {
         env.close().unwrap();
         assert!(report.mean_reward > 0.9, "{}: {report:?}", model.display());
     }
-    assert!(dir.join("1D").read_dir().unwrap().any(|f| f.unwrap().file_name().to_string_lossy().starts_with("events.out.tfevents")));
+    let events = dir.join("1D").read_dir().unwrap().map(|f| f.unwrap().path()).find(|p| p.file_name().unwrap().to_string_lossy().starts_with("events.out.tfevents")).expect("event file");
+    // ML-Agents' tags, and what the scene sent on the stats side channel.
+    let bytes = std::fs::read(events).unwrap();
+    let has = |tag: &str| bytes.windows(tag.len()).any(|w| w == tag.as_bytes());
+    for tag in ["Environment/Cumulative Reward", "Policy/Entropy", "Losses/Value Loss", "Sim/Engine/Time Scale"] {
+        assert!(has(tag), "no {tag} in the TensorBoard file");
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -5,7 +5,7 @@
 //! then a final checkpoint, the final exports, and the run logs.
 
 use super::trainer::PpoTrainer;
-use crate::comm::side_channel::{shared, EngineConfig, EngineConfigurationChannel, EnvironmentParametersChannel, ParameterValue, Sampler, SharedSideChannel};
+use crate::comm::side_channel::{shared, StatsSideChannel, EngineConfig, EngineConfigurationChannel, EnvironmentParametersChannel, ParameterValue, Sampler, SharedSideChannel};
 use crate::env::{EnvOptions, VecEnv};
 use crate::spec::BehaviorName;
 use crate::train::config::{EnvironmentParameter, RunOptions};
@@ -69,7 +69,10 @@ pub struct BehaviorResult {
     pub checkpoints: Vec<u64>,
 }
 
-fn side_channels(run: &RunOptions) -> Vec<SharedSideChannel> {
+/// The stats channel of one environment (what the scene reports, e.g. `Sim/...` values).
+type StatsChannel = std::sync::Arc<std::sync::Mutex<StatsSideChannel>>;
+
+fn side_channels(run: &RunOptions, stats: StatsChannel) -> Vec<SharedSideChannel> {
     let engine = shared(EngineConfigurationChannel::new());
     let e = &run.engine_settings;
     engine.lock().unwrap_or_else(|p| p.into_inner()).set_configuration(EngineConfig {
@@ -100,7 +103,6 @@ fn side_channels(run: &RunOptions) -> Vec<SharedSideChannel> {
             p.set_parameter(key, value);
         }
     }
-    let stats = shared(crate::comm::side_channel::StatsSideChannel::new());
     vec![engine, params, stats]
 }
 
@@ -157,6 +159,31 @@ fn save_checkpoint(trainer: &PpoTrainer, run_dir: &Path, step: u64) -> Result<ch
     Ok(saved)
 }
 
+/// A progress bar on stderr (drawn only when stderr is a terminal): steps of all behaviors,
+/// steps per second and the time left.
+fn progress_bar() -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr_with_hz(4));
+    let style = indicatif::ProgressStyle::with_template("{bar:40} {human_pos}/{human_len} steps  {msg}  ETA {eta}").expect("valid template");
+    bar.set_style(style);
+    bar
+}
+
+fn update_progress(bar: &indicatif::ProgressBar, trainers: &BTreeMap<String, PpoTrainer>) {
+    let total: u64 = trainers.values().map(|t| t.settings.max_steps).sum();
+    let done: u64 = trainers.values().map(|t| t.step.min(t.settings.max_steps)).sum();
+    if bar.length() != Some(total) {
+        bar.set_length(total);
+        bar.set_position(done);
+        bar.reset_eta();
+    }
+    let elapsed = bar.elapsed().as_secs_f64();
+    let gained = done.saturating_sub(trainers.values().map(|t| t.initial_step).sum());
+    if elapsed > 0.0 {
+        bar.set_message(format!("{:.0} steps/s", gained as f64 / elapsed));
+    }
+    bar.set_position(done);
+}
+
 /// Trains until every behavior's trainer has reached its `max_steps`.
 pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String, BehaviorResult>, String> {
     // As mlagents-learn: seed -1 draws one in [0, 10000).
@@ -171,12 +198,15 @@ pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String
         debug_output: run.debug,
         ..Default::default()
     };
-    let mut envs = VecEnv::new(run.env_settings.num_envs.max(1), |w| VecEnv::worker_options(&base, w, &|_| side_channels(run)))
+    let workers = run.env_settings.num_envs.max(1);
+    let stats_channels: Vec<StatsChannel> = (0..workers).map(|_| shared(StatsSideChannel::new())).collect();
+    let mut envs = VecEnv::new(workers, |w| VecEnv::worker_options(&base, w, &|w| side_channels(run, stats_channels[w as usize].clone())))
         .map_err(|e| e.to_string())?;
     envs.reset().map_err(|e| e.to_string())?;
     install_stop_handlers();
     let mut trainers: BTreeMap<String, PpoTrainer> = BTreeMap::new();
     let mut timers = Timers::default();
+    let progress = progress_bar();
     let mut checkpoints: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     loop {
         if STOP_REQUESTED.load(Ordering::SeqCst) {
@@ -195,6 +225,9 @@ pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String
                 if trainer.should_train() {
                     timers.time("process_trajectory", || trainer.ingest(worker, &decisions, &terminals, chosen));
                 }
+                for line in trainer.new_summaries() {
+                    progress.suspend(|| println!("[INFO] {line}"));
+                }
                 if let (Some(step), Some(dir)) = (trainer.pending_checkpoint.take(), &options.run_dir) {
                     timers.time("save_checkpoint", || save_checkpoint(trainer, dir, step))?;
                     checkpoints.entry(trainer.behavior.clone()).or_default().push(step);
@@ -207,11 +240,23 @@ pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String
                 timers.time("update_policy", || trainer.maybe_update());
             }
         }
+        update_progress(&progress, &trainers);
         if !trainers.is_empty() && trainers.values().all(|t| !t.should_train()) {
             break;
         }
         timers.time("env_step", || envs.step()).map_err(|e| e.to_string())?;
+        // What the scenes report on the stats channel goes to every behavior's summaries
+        // (as ML-Agents records environment stats for each behavior of the environment).
+        for channel in &stats_channels {
+            let received = crate::comm::side_channel::lock(channel).get_and_reset_stats();
+            for (key, values) in received {
+                for v in values {
+                    trainers.values_mut().for_each(|t| t.add_environment_stat(&key, v.value, v.aggregation));
+                }
+            }
+        }
     }
+    progress.finish_and_clear();
     envs.close().map_err(|e| e.to_string())?;
     let mut results = BTreeMap::new();
     let mut final_steps = BTreeMap::new();

@@ -52,13 +52,17 @@ pub struct PpoTrainer {
     writer: Option<SummaryWriter>,
     /// Agent steps ingested.
     pub step: u64,
+    /// The step this session started from (non-zero when resumed).
+    pub initial_step: u64,
     learning_rate: DecayedValue,
     beta: DecayedValue,
     epsilon: DecayedValue,
     rng: rand_chacha::ChaCha8Rng,
     started: Instant,
-    /// Console summary lines printed so far (also printed to stdout).
+    /// Console summary lines so far (the training loop prints them).
     pub summaries: Vec<String>,
+    /// How many of `summaries` [`PpoTrainer::new_summaries`] has handed out.
+    summaries_taken: usize,
     /// Returns of the episodes finished so far, in order.
     pub episode_returns: Vec<f32>,
     /// Recent decision inputs (observations, masks with 1 = allowed) for the parity record.
@@ -118,9 +122,11 @@ impl PpoTrainer {
             buffer: vec![],
             writer,
             step: 0,
+            initial_step: 0,
             rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
             started: Instant::now(),
             summaries: vec![],
+            summaries_taken: 0,
             episode_returns: vec![],
             recent_inputs: VecDeque::new(),
             next_checkpoint: 0,
@@ -244,7 +250,6 @@ impl PpoTrainer {
     fn summarize(&mut self, label: u64) {
         let line = self.stats.console_line(label, self.started.elapsed().as_secs_f64(), self.should_train());
         self.last_mean_reward = self.stats.mean(CUMULATIVE_REWARD);
-        println!("[INFO] {line}");
         self.summaries.push(line);
         if let Some(w) = self.writer.as_mut() {
             if let Err(e) = self.stats.write(w, label) {
@@ -317,6 +322,19 @@ impl PpoTrainer {
     /// The actor's weights as a backend-neutral policy.
     pub fn policy(&self) -> (PolicyDescription, Weights) {
         (self.description.clone(), actor_weights(&self.vs))
+    }
+
+    /// Records a value the environment sent on the stats side channel (summarised with the
+    /// trainer's own statistics, by its aggregation).
+    pub fn add_environment_stat(&mut self, key: &str, value: f32, aggregation: StatsAggregation) {
+        self.stats.add(key, value, aggregation);
+    }
+
+    /// The summary lines not handed out yet.
+    pub fn new_summaries(&mut self) -> Vec<String> {
+        let new = self.summaries[self.summaries_taken..].to_vec();
+        self.summaries_taken = self.summaries.len();
+        new
     }
 
     /// Mean episode reward of the last summary.
@@ -410,6 +428,7 @@ impl PpoTrainer {
         if resume {
             self.adam.restore(&checkpoint.description.optimizer, &checkpoint.tensors);
             self.step = checkpoint.description.step;
+            self.initial_step = self.step;
             self.stats = StatsReporter::new(&self.behavior, self.settings.summary_freq as u64, self.step);
             self.next_checkpoint = 0;
             self.last_mean_reward = checkpoint.description.reward;
