@@ -4,17 +4,24 @@
 # same run. Reports steps/s, wall time and steps to the first summary at the target reward,
 # the final summary's reward and peak memory (RSS of the trainer process tree as GNU time
 # sees the top process).
-# Usage: scripts/bench-train.sh [SCENE] [CONFIG] [TARGET]   (default 3DBall, its shipped config, 100)
+# Usage: scripts/bench-train.sh [SCENE] [CONFIG] [TARGET] [MAX_STEPS]
+#   (default 3DBall, its shipped config, 100, the config's max_steps)
+#   Basic: scripts/bench-train.sh Basic tests/fixtures/config/Basic.yaml 0.9 100000
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SCENE=${1:-3DBall}
 CONFIG=${2:-tests/fixtures/config/$SCENE.yaml}
 TARGET=${3:-100}
+MAX_STEPS=${4:-}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mlagents-rs-target}
 TORCH_VENV=$(scripts/torch-venv.sh)
 bash ../shared/tools/peer-setup.sh "$TORCH_VENV" >&2   # adds the real trainer to the torch venv
 LIBTORCH_USE_PYTORCH=1 PATH="$TORCH_VENV/bin:$PATH" cargo build --release --quiet --features train --bins
 OUT=$(mktemp -d)
+if [ -n "$MAX_STEPS" ]; then
+  sed -E "s/^( *max_steps:).*/\1 $MAX_STEPS/" "$CONFIG" > "$OUT/config.yaml"
+  CONFIG="$OUT/config.yaml"
+fi
 SIM="$CARGO_TARGET_DIR/release/mlagents-sim"
 /usr/bin/time -v "$CARGO_TARGET_DIR/release/mlagents-learn" "$CONFIG" --run-id ours --env "sim:$SCENE" \
   --results-dir "$OUT" --force > "$OUT/ours.log" 2> "$OUT/ours.time" || true
@@ -26,7 +33,7 @@ out, target = sys.argv[1], float(sys.argv[2])
 for name in ("ours", "python"):
     lines = [l for l in open(f"{out}/{name}.log", errors="replace") if "Mean Reward" in l]
     rows = [(int(m.group(1)), float(m.group(2)), float(m.group(3))) for l in lines
-            if (m := re.search(r"Step: (\d+)\. Time Elapsed: ([\d.]+) s\. Mean Reward: ([\d.]+)", l))]
+            if (m := re.search(r"Step: (\d+)\. Time Elapsed: ([\d.]+) s\. Mean Reward: (-?\d+\.\d+)", l))]
     time = open(f"{out}/{name}.time", errors="replace").read()
     wall = re.search(r"Elapsed \(wall clock\) time.*: (.*)", time).group(1)
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", time).group(1)) / 1024

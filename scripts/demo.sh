@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The main job end to end: train Basic briefly on its stand-in scene (PPO on tch, the shipped
-# Basic configuration with a 30000-step budget), export the policy to ONNX, check it and play
-# both exports (ONNX and .nn) against the scene with our tract runner; then play Unity-trained policies of
-# both formats on the stand-ins. Installs libtorch (PyPI torch==2.13.0) on first use.
-# Not built yet: checkpoints and resume.
+# Basic configuration with a 30000-step budget, checkpoints on the way), export the final
+# checkpoint with mlagents-export (ONNX, .nn, parity record), check the ONNX against the scene,
+# play both exports with the parity check against the training network's recorded outputs,
+# compare the two formats on live decisions; then play Unity-trained policies of both formats
+# on the stand-ins. Installs libtorch (PyPI torch==2.13.0) on first use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
@@ -14,10 +15,13 @@ BIN="$CARGO_TARGET_DIR/release"
 RESULTS=${RESULTS:-results}
 echo "== train: mlagents-learn config/Basic-quick.yaml --env sim:Basic"
 "$BIN/mlagents-learn" config/Basic-quick.yaml --run-id demo --env sim:Basic --results-dir "$RESULTS" --force
-echo "== check and play the export"
+echo "== export the final checkpoint (no libtorch involved)"
+"$BIN/mlagents-export" demo --results-dir "$RESULTS"
+echo "== check the export, then play both formats after checking them against the training outputs"
 "$BIN/mlagents-run" check "$RESULTS/demo/Basic.onnx" --env sim:Basic
-"$BIN/mlagents-run" "$RESULTS/demo/Basic.onnx" --env sim:Basic --episodes 20 --deterministic
-"$BIN/mlagents-run" "$RESULTS/demo/Basic.nn" --env sim:Basic --episodes 20 --deterministic
+"$BIN/mlagents-run" "$RESULTS/demo/Basic.onnx" --env sim:Basic --episodes 20 --deterministic --parity "$RESULTS/demo/Basic.parity.json"
+"$BIN/mlagents-run" "$RESULTS/demo/Basic.nn" --env sim:Basic --episodes 20 --deterministic --parity "$RESULTS/demo/Basic.parity.json"
+"$BIN/mlagents-run" compare "$RESULTS/demo/Basic.onnx" "$RESULTS/demo/Basic.nn" --env sim:Basic
 MODELS=${MLAGENTS_MODELS:-../shared/models}
 for model in nn/Basic.nn:Basic nn/3DBall.nn:3DBall onnx/3DBall.onnx:3DBall; do
   echo "== Unity-trained ${model%%:*} on sim:${model##*:}"

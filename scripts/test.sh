@@ -36,4 +36,4 @@ echo "== peer export: our ONNX exports pass onnx.checker and match onnxruntime"
 
 echo "== PPO on tch (the train feature; libtorch from PyPI's torch==2.13.0, installed on first use)"
 TORCH_VENV=$(scripts/torch-venv.sh)
-LIBTORCH_USE_PYTORCH=1 PATH="$TORCH_VENV/bin:$PATH" cargo test --features train --test train_ppo --quiet 2>&1 | grep -v '^\[INFO\]'
+LIBTORCH_USE_PYTORCH=1 PATH="$TORCH_VENV/bin:$PATH" cargo test --features train --test train_ppo --test train_golden --quiet 2>&1 | grep -v '^\[INFO\]'

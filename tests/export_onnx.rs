@@ -90,6 +90,8 @@ fn weights_round_trip_and_bad_weights_are_named() {
     let e = to_onnx_bytes(&d, &wrong).unwrap_err().to_string();
     assert!(e.contains("seq_layers.0.weight") && e.contains("[16, 4]"), "{e}");
     assert!(Weights::from_safetensors(b"not safetensors").is_err());
+    // Images smaller than the simple encoder takes are refused with the reason.
     let visual = PolicyDescription { observation_shapes: vec![vec![8, 8, 3]], ..d };
-    assert!(to_onnx_bytes(&visual, &Weights::default()).unwrap_err().to_string().contains("vector observations"));
+    let e = to_onnx_bytes(&visual, &Weights::default()).unwrap_err().to_string();
+    assert!(e.contains("[8, 8, 3]") && e.contains("20x20"), "{e}");
 }

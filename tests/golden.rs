@@ -93,6 +93,18 @@ fn runner_reproduces_the_training_outputs() {
             if !model.exists() {
                 continue;
             }
+            if ext == "nn" {
+                // Barracuda format 16 with ML-Agents' constants.
+                let nn = mlagents::barracuda::read_file(&model).unwrap();
+                let spec = &record.policy.action_spec;
+                let continuous = spec.continuous_size > 0;
+                assert_eq!(nn.version, 16, "{case}");
+                assert_eq!(nn.constant("version_number"), Some(2.0), "{case}");
+                assert_eq!(nn.constant("memory_size"), Some(0.0), "{case}");
+                assert_eq!(nn.constant("is_continuous_control"), Some(if continuous { 1.0 } else { 0.0 }), "{case}");
+                let width = if continuous { spec.continuous_size } else { spec.mask_len() };
+                assert_eq!(nn.constant("action_output_shape"), Some(width as f32), "{case}");
+            }
             let report = check_parity(&model, &record, 1e-5).unwrap();
             assert!(report.passed, "{case}.{ext}: {report:?}");
             assert_eq!(report.recorded_sha256.as_deref(), Some(report.sha256.as_str()), "{case}.{ext}");
@@ -151,6 +163,12 @@ fn bad_checkpoints_fail_clearly_and_write_nothing() {
     std::fs::write(&json, text.replacen("\"format_version\": 1", "\"format_version\": 99", 1)).unwrap();
     let (ok, log) = export(&[run.to_str().unwrap()]);
     assert!(!ok && log.contains("format version 99"), "{log}");
+    std::fs::write(&json, &text).unwrap();
+
+    // A network description from a newer format.
+    std::fs::write(&json, text.replacen("\"format_version\": 1", "\"format_version\": 7", 2).replacen("\"format_version\": 7", "\"format_version\": 1", 1)).unwrap();
+    let (ok, log) = export(&[run.to_str().unwrap()]);
+    assert!(!ok && log.contains("policy format version 7"), "{log}");
     std::fs::write(&json, &text).unwrap();
 
     // A description that is not JSON.

@@ -66,6 +66,17 @@ fn hybrid() {
     trains("SimpleHybrid", 20_000, 64, 1024, 1e-3);
 }
 
+/// test_visual_ppo: one 20x20x3 image, no vector, the simple encoder, lr 3e-4, 3000 steps.
+#[test]
+fn visual_discrete() {
+    trains("SimpleVisualDiscrete", 3000, 16, 64, 3e-4);
+}
+
+#[test]
+fn visual_continuous() {
+    trains("SimpleVisualContinuous", 3000, 16, 64, 3e-4);
+}
+
 /// Train, export to ONNX and .nn, play both exports with our runner: they keep the training score.
 #[test]
 fn a_trained_policy_exports_and_plays() {
@@ -229,39 +240,6 @@ fn initialize_from_takes_weights_not_steps() {
     let (ok, log) = finish(spawn_learn(&config, "third", &dir, &["--initialize-from", "missing"]));
     assert!(!ok && log.contains("missing"), "{log}");
     let _ = std::fs::remove_dir_all(dir);
-}
-
-/// Re-training a golden case (models/golden) with its seed gives its weights, normalisers and
-/// optimizer state again. On the machine that made the fixtures this is exact; another CPU
-/// or libtorch build may sum floats in another order, hence the small tolerance.
-#[test]
-fn golden_runs_retrain_to_the_same_weights() {
-    use mlagents::train::checkpoint::{self, ROLLOUT_PREFIX};
-    const TOLERANCE: f32 = 1e-4;
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/golden");
-    for (case, behavior) in [("discrete-masked", "GridWorld"), ("continuous", "3DBall"), ("hybrid", "1D")] {
-        let dir = root.join(case);
-        let run = RunOptions::from_file(&dir.join("config.yaml")).unwrap();
-        let scene = std::fs::read_to_string(dir.join("scene")).unwrap();
-        let out = temp_dir(&format!("golden-{case}"));
-        let options = LearnOptions { run_dir: Some(out.clone()), ..LearnOptions::in_memory(&format!("sim:{}", scene.trim())) };
-        learn(&run, &options).unwrap();
-        let golden = checkpoint::latest(&dir.join("run").join(behavior), behavior).unwrap();
-        let fresh = checkpoint::latest(&out.join(behavior), behavior).unwrap();
-        assert_eq!(fresh.description.step, golden.description.step, "{case}");
-        assert_eq!(fresh.description.optimizer, golden.description.optimizer, "{case}");
-        let mut worst = 0.0f32;
-        for (name, g) in golden.tensors.0.iter().filter(|(n, _)| !n.starts_with(ROLLOUT_PREFIX)) {
-            let f = fresh.tensors.0.get(name).unwrap_or_else(|| panic!("{case}: {name} missing"));
-            assert_eq!(f.shape, g.shape, "{case}: {name}");
-            for (a, b) in f.data.iter().zip(&g.data) {
-                worst = worst.max((a - b).abs());
-            }
-        }
-        eprintln!("{case}: re-trained weights differ from the golden ones by at most {worst:e}");
-        assert!(worst <= TOLERANCE, "{case}: {worst}");
-        let _ = std::fs::remove_dir_all(out);
-    }
 }
 
 /// 3DBall (its shipped config, 200k steps): trained to reward ~100, exported, and played by

@@ -8,7 +8,7 @@
 use super::model::{Activation, Input, Layer, LayerType, NnModel, WeightType};
 use super::writer::TensorBlob;
 use super::FORMAT_VERSION;
-use crate::policy::{names, PolicyDescription, PolicyError, Weights, NORMALIZATION_CLIP};
+use crate::policy::{names, PolicyDescription, PolicyError, SimpleVisualEncoder, WeightTensor, Weights, NORMALIZATION_CLIP};
 
 struct NnBuilder {
     blob: TensorBlob,
@@ -42,8 +42,10 @@ impl NnBuilder {
 
     /// Dense with a torch `[out, in]` weight, stored as Barracuda's `[in, 1, 1, out]`.
     fn dense(&mut self, name: &str, input: &str, weights: &Weights, weight: &str, bias: &str) -> Result<String, PolicyError> {
-        let w = weights.get(weight)?;
-        let b = weights.get(bias)?;
+        self.dense_values(name, input, weights.get(weight)?, weights.get(bias)?)
+    }
+
+    fn dense_values(&mut self, name: &str, input: &str, w: &WeightTensor, b: &WeightTensor) -> Result<String, PolicyError> {
         let (out, inp) = (w.shape[0], w.shape[1]);
         let mut transposed = vec![0.0; out * inp];
         for o in 0..out {
@@ -60,8 +62,62 @@ impl NnBuilder {
     }
 }
 
-/// Builds the `.nn` model of a policy (one vector observation input: all vector sensors
-/// concatenated, as Unity 1.x feeds `vector_observation`).
+/// The simple visual encoder on an NHWC input (`visual_observation_k`): Conv2D layers with
+/// Barracuda's `[KH, KW, Cin, Cout]` kernels, Flatten (H, W, C order), then the dense layer
+/// with its input rows reordered from torch's (C, H, W) flatten order.
+fn visual_encoder(b: &mut NnBuilder, input: &str, encoder: &SimpleVisualEncoder, weights: &Weights, obs: usize) -> Result<String, PolicyError> {
+    let mut x = input.to_string();
+    for (k, ((cout, kernel, stride), cin)) in SimpleVisualEncoder::CONVS.iter().zip(encoder.conv_inputs()).enumerate() {
+        let name = format!("visual_encoder_{obs}/conv_{k}");
+        let w = weights.get(&names::conv_weight(obs, k))?;
+        let mut hwio = vec![0.0; w.data.len()];
+        for o in 0..*cout {
+            for c in 0..cin {
+                for dy in 0..*kernel {
+                    for dx in 0..*kernel {
+                        hwio[((dy * kernel + dx) * cin + c) * cout + o] = w.data[((o * cin + c) * kernel + dy) * kernel + dx];
+                    }
+                }
+            }
+        }
+        let kernel_tensor = b.tensor(&format!("{name}/kernel"), &[*kernel as i32, *kernel as i32, cin as i32, *cout as i32], &hwio)?;
+        let bias = b.tensor(&format!("{name}/bias"), &[1, 1, 1, *cout as i32], &weights.get(&names::conv_bias(obs, k))?.data)?;
+        let mut layer = Layer::new(&name, LayerType::Conv2D, &[&x]);
+        layer.tensors = vec![kernel_tensor, bias];
+        (layer.stride, layer.pad) = (vec![*stride as i32, *stride as i32], vec![0, 0, 0, 0]);
+        b.layers.push(layer);
+        x = leaky_relu(b, &format!("{name}/leaky_relu"), &name);
+    }
+    let flat = b.layer(&format!("visual_encoder_{obs}/flatten"), LayerType::Flatten, &[&x]);
+    let (c, h, w) = encoder.conv_outputs()[1];
+    let dense = weights.get(&names::visual_dense_weight(obs))?;
+    let out = dense.shape[0];
+    let mut reordered = vec![0.0; dense.data.len()];
+    for o in 0..out {
+        for ch in 0..c {
+            for y in 0..h {
+                for xx in 0..w {
+                    reordered[o * c * h * w + (y * w + xx) * c + ch] = dense.data[o * c * h * w + (ch * h + y) * w + xx];
+                }
+            }
+        }
+    }
+    let reordered = WeightTensor { shape: dense.shape.clone(), data: reordered };
+    let name = format!("visual_encoder_{obs}/dense");
+    let d = b.dense_values(&name, &flat, &reordered, weights.get(&names::visual_dense_bias(obs))?)?;
+    Ok(leaky_relu(b, &format!("{name}/leaky_relu"), &d))
+}
+
+fn leaky_relu(b: &mut NnBuilder, name: &str, input: &str) -> String {
+    let mut l = Layer::new(name, LayerType::Activation, &[input]);
+    l.activation = Activation::LeakyRelu;
+    l.alpha = SimpleVisualEncoder::LEAKY_SLOPE;
+    b.layers.push(l);
+    name.into()
+}
+
+/// Builds the `.nn` model of a policy: the vector observations concatenated in one
+/// `vector_observation` input (as Unity 1.x feeds it), images as `visual_observation_k`.
 pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnModel, PolicyError> {
     description.check(weights)?;
     let actions = &description.action_spec;
@@ -77,12 +133,16 @@ pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnMod
     b.constant("memory_size", &[0.0])?;
     b.constant("version_number", &[2.0])?;
     b.constant("is_continuous_control", &[if continuous { 1.0 } else { 0.0 }])?;
-    let width = description.encoding_width();
-    let mut inputs = vec![Input { name: "vector_observation".into(), shape: vec![-1, 1, 1, width as i32] }];
-    let mut x = "vector_observation".to_string();
-    if description.normalize {
+    let vector_width = description.vector_width();
+    let mut inputs = vec![];
+    let mut vector = String::new();
+    if vector_width > 0 {
+        inputs.push(Input { name: "vector_observation".into(), shape: vec![-1, 1, 1, vector_width as i32] });
+        vector = "vector_observation".into();
+    }
+    if description.normalize && vector_width > 0 {
         let (mut mean, mut std) = (vec![], vec![]);
-        for i in 0..description.observation_shapes.len() {
+        for (i, _) in description.observation_shapes.iter().enumerate().filter(|(_, s)| s.len() == 1) {
             let steps = weights.get(&names::normalization_steps(i))?.data[0];
             mean.extend_from_slice(&weights.get(&names::running_mean(i))?.data);
             std.extend(weights.get(&names::running_variance(i))?.data.iter().map(|v| (v / steps).sqrt()));
@@ -91,11 +151,53 @@ pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnMod
         let std = b.constant("normalization/std", &std)?;
         let low = b.constant("normalization/low", &[-NORMALIZATION_CLIP])?;
         let high = b.constant("normalization/high", &[NORMALIZATION_CLIP])?;
-        let centred = b.layer("normalization/sub", LayerType::Sub, &[&x, &mean]);
+        let centred = b.layer("normalization/sub", LayerType::Sub, &[&vector, &mean]);
         let z = b.layer("normalization/div", LayerType::Div, &[&centred, &std]);
         let lower = b.layer("normalization/max", LayerType::Max, &[&z, &low]);
-        x = b.layer("normalization/clip", LayerType::Min, &[&lower, &high]);
+        vector = b.layer("normalization/clip", LayerType::Min, &[&lower, &high]);
     }
+    // Encodings in observation order; consecutive vector observations form one slice of
+    // `vector_observation` (no slice at all when they are all consecutive).
+    let mut encodings: Vec<String> = vec![];
+    let mut runs: Vec<(usize, usize, usize)> = vec![]; // (position in encodings, start, end)
+    let (mut offset, mut visual_count) = (0, 0);
+    for (i, shape) in description.observation_shapes.iter().enumerate() {
+        if let Some(encoder) = SimpleVisualEncoder::of(shape) {
+            let name = format!("visual_observation_{visual_count}");
+            inputs.push(Input { name: name.clone(), shape: vec![-1, encoder.height as i32, encoder.width as i32, encoder.channels as i32] });
+            encodings.push(visual_encoder(&mut b, &name, &encoder, weights, i)?);
+            visual_count += 1;
+            continue;
+        }
+        match runs.last_mut() {
+            Some((position, _, end)) if *position + 1 == encodings.len() && *end == offset => *end += shape[0],
+            _ => {
+                runs.push((encodings.len(), offset, offset + shape[0]));
+                encodings.push(String::new());
+            }
+        }
+        offset += shape[0];
+    }
+    for (position, start, end) in runs {
+        encodings[position] = if (start, end) == (0, vector_width) {
+            vector.clone()
+        } else {
+            let name = format!("vector_observation/slice_{start}_{end}");
+            let mut slice = Layer::new(&name, LayerType::StridedSlice, &[&vector]);
+            (slice.pad, slice.pool, slice.stride) = (vec![0, 0, 0, start as i32], vec![0, 0, 0, end as i32], vec![1, 1, 1, 1]);
+            b.layers.push(slice);
+            name
+        };
+    }
+    let mut x = if encodings.len() == 1 {
+        encodings.remove(0)
+    } else {
+        let refs: Vec<&str> = encodings.iter().map(|e| e.as_str()).collect();
+        let mut concat = Layer::new("encodings/concat", LayerType::Concat, &refs);
+        concat.axis = 3;
+        b.layers.push(concat);
+        "encodings/concat".to_string()
+    };
     for l in 0..description.num_layers {
         let d = b.dense(&format!("main_graph_0/hidden_{l}"), &x, weights, &names::body_weight(l), &names::body_bias(l))?;
         x = b.activation(&format!("main_graph_0/hidden_{l}/swish"), Activation::Swish, &d);

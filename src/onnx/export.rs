@@ -4,7 +4,7 @@
 //! com.unity.ml-agents 1.x interface) on request.
 
 use super::{attr_float, attr_int, attr_ints, value_info, GraphBuilder, FLOAT, INT64};
-use crate::policy::{names, PolicyDescription, PolicyError, Weights, NORMALIZATION_CLIP};
+use crate::policy::{names, PolicyDescription, PolicyError, SimpleVisualEncoder, Weights, NORMALIZATION_CLIP};
 use prost::Message;
 use tract_onnx::pb::{attribute_proto::AttributeType, AttributeProto, ModelProto, TensorProto, ValueInfoProto};
 
@@ -67,6 +67,13 @@ fn body(g: &mut GraphBuilder, description: &PolicyDescription, weights: &Weights
         OnnxApi::V3 => {
             for (i, shape) in description.observation_shapes.iter().enumerate() {
                 let name = format!("obs_{i}");
+                if let Some(encoder) = SimpleVisualEncoder::of(shape) {
+                    // Images come in NCHW, as ML-Agents 0.28 exports them.
+                    let dims = [-1, encoder.channels as i64, encoder.height as i64, encoder.width as i64];
+                    inputs.push(value_info(&name, FLOAT, &dims));
+                    encodings.push(visual_encoder(g, name, &encoder, weights, i)?);
+                    continue;
+                }
                 inputs.push(value_info(&name, FLOAT, &[-1, shape[0] as i64]));
                 let mut x = name;
                 if description.normalize {
@@ -78,6 +85,9 @@ fn body(g: &mut GraphBuilder, description: &PolicyDescription, weights: &Weights
                 }
                 encodings.push(x);
             }
+        }
+        OnnxApi::V2 if description.has_visual() => {
+            return Err(PolicyError::Unsupported("visual observations are exported with model API 3 only".into()));
         }
         OnnxApi::V2 => {
             // One concatenated vector input; each observation's statistics laid side by side
@@ -108,6 +118,25 @@ fn body(g: &mut GraphBuilder, description: &PolicyDescription, weights: &Weights
         h = g.node("Mul", vec![y, s], vec![], "swish");
     }
     Ok((inputs, h))
+}
+
+/// The simple visual encoder on an NCHW input: returns its `[batch, hidden]` output.
+fn visual_encoder(g: &mut GraphBuilder, x: String, encoder: &SimpleVisualEncoder, weights: &Weights, obs: usize) -> Result<String, PolicyError> {
+    let mut x = x;
+    for (k, (_, kernel, stride)) in SimpleVisualEncoder::CONVS.iter().enumerate() {
+        let w = weights.get(&names::conv_weight(obs, k))?;
+        let b = weights.get(&names::conv_bias(obs, k))?;
+        let dims: Vec<i64> = w.shape.iter().map(|d| *d as i64).collect();
+        let w_name = g.constant(&names::conv_weight(obs, k), &dims, w.data.clone());
+        let b_name = g.constant(&names::conv_bias(obs, k), &[b.shape[0] as i64], b.data.clone());
+        let attrs = vec![attr_ints("kernel_shape", &[*kernel as i64, *kernel as i64]), attr_ints("strides", &[*stride as i64, *stride as i64])];
+        let y = g.node("Conv", vec![x, w_name, b_name], attrs, "visual_encoder");
+        x = g.node("LeakyRelu", vec![y], vec![attr_float("alpha", SimpleVisualEncoder::LEAKY_SLOPE)], "visual_encoder");
+    }
+    debug_assert_eq!(weights.get(&names::visual_dense_weight(obs))?.shape[1], encoder.flat_size());
+    let flat = g.node("Flatten", vec![x], vec![attr_int("axis", 1)], "visual_encoder");
+    let dense = linear(g, flat, weights, &names::visual_dense_weight(obs), &names::visual_dense_bias(obs))?;
+    Ok(g.node("LeakyRelu", vec![dense], vec![attr_float("alpha", SimpleVisualEncoder::LEAKY_SLOPE)], "visual_encoder"))
 }
 
 /// Masked branch probabilities: softmax(logits·a − 1e8·(1 − a)) per branch, written as

@@ -19,7 +19,9 @@ pub const NORMALIZATION_CLIP: f32 = 5.0;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PolicyDescription {
     pub format_version: u32,
-    /// Observation shapes in sensor order (rank 1 only are exported for now).
+    /// Observation shapes in sensor order: rank 1 (vector, optionally normalised) or rank 3
+    /// `[height, width, channels]` (Unity's layout; encoded by ML-Agents' `simple` visual
+    /// encoder into `hidden_units` features).
     pub observation_shapes: Vec<Vec<usize>>,
     pub action_spec: ActionSpec,
     pub hidden_units: usize,
@@ -79,19 +81,97 @@ pub mod names {
     pub fn branch_bias(b: usize) -> String {
         format!("action_model._discrete_distribution.branches.{b}.bias")
     }
+    /// The simple visual encoder's convolutions sit at indices 0 and 2 (each followed by its
+    /// LeakyReLU).
+    pub fn conv_weight(obs: usize, conv: usize) -> String {
+        format!("network_body.observation_encoder.processors.{obs}.conv_layers.{}.weight", 2 * conv)
+    }
+    pub fn conv_bias(obs: usize, conv: usize) -> String {
+        format!("network_body.observation_encoder.processors.{obs}.conv_layers.{}.bias", 2 * conv)
+    }
+    pub fn visual_dense_weight(obs: usize) -> String {
+        format!("network_body.observation_encoder.processors.{obs}.dense.0.weight")
+    }
+    pub fn visual_dense_bias(obs: usize) -> String {
+        format!("network_body.observation_encoder.processors.{obs}.dense.0.bias")
+    }
+}
+
+/// ML-Agents' `simple` visual encoder on a `[height, width, channels]` image: Conv 16 k8 s4 →
+/// LeakyReLU → Conv 32 k4 s2 → LeakyReLU → flatten (C, H, W order) → Linear(h) → LeakyReLU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimpleVisualEncoder {
+    pub height: usize,
+    pub width: usize,
+    pub channels: usize,
+}
+
+impl SimpleVisualEncoder {
+    /// The convolutions: (output channels, kernel, stride).
+    pub const CONVS: [(usize, usize, usize); 2] = [(16, 8, 4), (32, 4, 2)];
+    /// LeakyReLU's negative slope (torch's default).
+    pub const LEAKY_SLOPE: f32 = 0.01;
+    /// The smallest side the encoder takes (ML-Agents' minimum for `simple`).
+    pub const MIN_SIDE: usize = 20;
+
+    /// The encoder of a rank-3 shape, if it is one the encoder takes.
+    pub fn of(shape: &[usize]) -> Option<Self> {
+        match shape {
+            [h, w, c] if *h >= Self::MIN_SIDE && *w >= Self::MIN_SIDE && *c > 0 => Some(Self { height: *h, width: *w, channels: *c }),
+            _ => None,
+        }
+    }
+
+    /// (channels, height, width) after each convolution.
+    pub fn conv_outputs(&self) -> [(usize, usize, usize); 2] {
+        let (mut h, mut w) = (self.height, self.width);
+        Self::CONVS.map(|(out, k, s)| {
+            h = (h - k) / s + 1;
+            w = (w - k) / s + 1;
+            (out, h, w)
+        })
+    }
+
+    /// Width of the flattened output of the convolutions.
+    pub fn flat_size(&self) -> usize {
+        let (c, h, w) = self.conv_outputs()[1];
+        c * h * w
+    }
+
+    /// Input channels of each convolution.
+    pub fn conv_inputs(&self) -> [usize; 2] {
+        [self.channels, Self::CONVS[0].0]
+    }
 }
 
 impl PolicyDescription {
     /// Width of the concatenated observation encodings.
     pub fn encoding_width(&self) -> usize {
-        self.observation_shapes.iter().map(|s| s.iter().product::<usize>()).sum()
+        self.observation_shapes.iter().map(|s| if s.len() == 3 { self.hidden_units } else { s.iter().product::<usize>() }).sum()
+    }
+
+    /// Total width of the rank-1 observations.
+    pub fn vector_width(&self) -> usize {
+        self.observation_shapes.iter().filter(|s| s.len() == 1).map(|s| s[0]).sum()
+    }
+
+    /// Whether any observation is an image.
+    pub fn has_visual(&self) -> bool {
+        self.observation_shapes.iter().any(|s| s.len() == 3)
     }
 
     /// Every weight the actor has, with its shape (torch layout: Linear weights `[out, in]`).
     pub fn weight_shapes(&self) -> Vec<(String, Vec<usize>)> {
         let mut shapes = vec![];
-        if self.normalize {
-            for (i, s) in self.observation_shapes.iter().enumerate() {
+        for (i, s) in self.observation_shapes.iter().enumerate() {
+            if let Some(encoder) = SimpleVisualEncoder::of(s) {
+                for (k, ((out, kernel, _), cin)) in SimpleVisualEncoder::CONVS.iter().zip(encoder.conv_inputs()).enumerate() {
+                    shapes.push((names::conv_weight(i, k), vec![*out, cin, *kernel, *kernel]));
+                    shapes.push((names::conv_bias(i, k), vec![*out]));
+                }
+                shapes.push((names::visual_dense_weight(i), vec![self.hidden_units, encoder.flat_size()]));
+                shapes.push((names::visual_dense_bias(i), vec![self.hidden_units]));
+            } else if self.normalize {
                 let n = s.iter().product();
                 shapes.push((names::running_mean(i), vec![n]));
                 shapes.push((names::running_variance(i), vec![n]));
@@ -119,8 +199,13 @@ impl PolicyDescription {
 
     /// Checks that the description is exportable and the weights fit it.
     pub fn check(&self, weights: &Weights) -> Result<(), PolicyError> {
-        if self.observation_shapes.iter().any(|s| s.len() != 1) {
-            return Err(PolicyError::Unsupported("only vector observations are exported so far".into()));
+        for s in &self.observation_shapes {
+            if s.len() != 1 && SimpleVisualEncoder::of(s).is_none() {
+                return Err(PolicyError::Unsupported(format!(
+                    "observation shape {s:?}: only vectors and images of at least {0}x{0} (the simple encoder) are supported",
+                    SimpleVisualEncoder::MIN_SIDE
+                )));
+            }
         }
         if self.memory_size > 0 {
             return Err(PolicyError::Unsupported("recurrent policies are not exported yet".into()));
@@ -150,8 +235,9 @@ impl Weights {
             let n: usize = shape.iter().product();
             let data = if name.ends_with("running_variance") || name.ends_with("normalization_steps") {
                 (0..n).map(|_| rng.random_range(0.5..2.0)).collect()
-            } else if shape.len() == 2 && !name.ends_with("log_sigma") {
-                let bound = 1.0 / (shape[1] as f32).sqrt();
+            } else if shape.len() >= 2 && !name.ends_with("log_sigma") {
+                let fan_in: usize = shape[1..].iter().product();
+                let bound = 1.0 / (fan_in as f32).sqrt();
                 (0..n).map(|_| rng.random_range(-bound..bound)).collect()
             } else {
                 (0..n).map(|_| rng.random_range(-0.5..0.5)).collect()
@@ -207,6 +293,49 @@ fn linear(x: &[f32], rows: usize, w: &WeightTensor, b: &WeightTensor) -> Vec<f32
     y
 }
 
+fn leaky(v: f32) -> f32 {
+    if v < 0.0 { v * SimpleVisualEncoder::LEAKY_SLOPE } else { v }
+}
+
+/// One image (`[H, W, C]` as the environment sends it) through the simple encoder.
+fn encode_image(encoder: &SimpleVisualEncoder, hwc: &[f32], weights: &Weights, obs: usize) -> Result<Vec<f32>, PolicyError> {
+    let (h, w, c) = (encoder.height, encoder.width, encoder.channels);
+    // CHW, as torch sees it after the permute.
+    let mut x = vec![0.0; hwc.len()];
+    for y in 0..h {
+        for xx in 0..w {
+            for ch in 0..c {
+                x[(ch * h + y) * w + xx] = hwc[(y * w + xx) * c + ch];
+            }
+        }
+    }
+    let (mut cin, mut hin, mut win) = (c, h, w);
+    for (k, ((cout, kernel, stride), (_, hout, wout))) in SimpleVisualEncoder::CONVS.iter().zip(encoder.conv_outputs()).enumerate() {
+        let weight = weights.get(&names::conv_weight(obs, k))?;
+        let bias = weights.get(&names::conv_bias(obs, k))?;
+        let mut y = vec![0.0; cout * hout * wout];
+        for o in 0..*cout {
+            for oy in 0..hout {
+                for ox in 0..wout {
+                    let mut acc = bias.data[o];
+                    for ci in 0..cin {
+                        for ky in 0..*kernel {
+                            for kx in 0..*kernel {
+                                let v = x[(ci * hin + oy * stride + ky) * win + ox * stride + kx];
+                                acc += v * weight.data[((o * cin + ci) * kernel + ky) * kernel + kx];
+                            }
+                        }
+                    }
+                    y[(o * hout + oy) * wout + ox] = leaky(acc);
+                }
+            }
+        }
+        (x, cin, hin, win) = (y, *cout, hout, wout);
+    }
+    let dense = linear(&x, 1, weights.get(&names::visual_dense_weight(obs))?, weights.get(&names::visual_dense_bias(obs))?);
+    Ok(dense.into_iter().map(leaky).collect())
+}
+
 /// The deterministic outputs of a policy in plain Rust: `deterministic_continuous_actions`
 /// (`[n, c]`) and `deterministic_discrete_actions` (`[n, branches]`), for `observations`
 /// (one `[n, size]` buffer per observation) and `masks` (`[n, sum of branches]`, 1 = allowed).
@@ -222,6 +351,15 @@ pub fn reference_forward(
     let mut encoding = vec![0.0; n * width];
     let mut offset = 0;
     for (i, shape) in description.observation_shapes.iter().enumerate() {
+        if let Some(encoder) = SimpleVisualEncoder::of(shape) {
+            let size = shape.iter().product::<usize>();
+            for r in 0..n {
+                let features = encode_image(&encoder, &observations[i][r * size..(r + 1) * size], weights, i)?;
+                encoding[r * width + offset..r * width + offset + features.len()].copy_from_slice(&features);
+            }
+            offset += description.hidden_units;
+            continue;
+        }
         let size = shape[0];
         for r in 0..n {
             for k in 0..size {

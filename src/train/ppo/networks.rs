@@ -3,7 +3,7 @@
 //! log σ and masked categorical heads. Variable paths are ML-Agents' module paths, so the
 //! actor's weights are exactly what [`crate::policy`] exports.
 
-use crate::policy::{PolicyDescription, WeightTensor, Weights};
+use crate::policy::{PolicyDescription, SimpleVisualEncoder, WeightTensor, Weights};
 use tch::{nn, nn::Module, Kind, Tensor};
 
 /// A running observation normaliser (count, mean, m2).
@@ -39,9 +39,50 @@ impl Normalizer {
     }
 }
 
-/// Normalisers + Swish MLP.
+/// ML-Agents' `simple` visual encoder (see [`SimpleVisualEncoder`]); takes flattened HWC
+/// images and permutes them to NCHW as ML-Agents does.
+struct VisualEncoder {
+    shape: SimpleVisualEncoder,
+    convs: Vec<nn::Conv2D>,
+    dense: nn::Linear,
+}
+
+impl VisualEncoder {
+    fn new(p: nn::Path, shape: SimpleVisualEncoder, hidden: i64) -> Self {
+        let convs = SimpleVisualEncoder::CONVS
+            .iter()
+            .zip(shape.conv_inputs())
+            .enumerate()
+            .map(|(k, ((out, kernel, stride), cin))| {
+                let config = nn::ConvConfig { stride: *stride as i64, ..Default::default() };
+                nn::conv2d(&p / "conv_layers" / (2 * k), cin as i64, *out as i64, *kernel as i64, config)
+            })
+            .collect();
+        // KaimingHeNormal × 1.41, as ML-Agents initialises the encoder's dense layer.
+        let dense = kaiming_linear(&p / "dense" / 0, shape.flat_size() as i64, hidden, 1.41 * std::f64::consts::SQRT_2);
+        Self { shape, convs, dense }
+    }
+
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let s = &self.shape;
+        let mut h = x.reshape([-1, s.height as i64, s.width as i64, s.channels as i64]).permute([0, 3, 1, 2]);
+        for conv in &self.convs {
+            h = conv.forward(&h).leaky_relu();
+        }
+        self.dense.forward(&h.flatten(1, -1)).leaky_relu()
+    }
+}
+
+/// How one observation is encoded.
+enum Processor {
+    /// A vector, optionally normalised.
+    Vector(Option<Normalizer>),
+    Visual(VisualEncoder),
+}
+
+/// Observation processors + Swish MLP.
 struct Body {
-    normalizers: Vec<Option<Normalizer>>,
+    processors: Vec<Processor>,
     layers: Vec<nn::Linear>,
 }
 
@@ -54,11 +95,14 @@ fn kaiming_linear(p: nn::Path, fan_in: i64, fan_out: i64, gain: f64) -> nn::Line
 impl Body {
     fn new(p: &nn::Path, d: &PolicyDescription) -> Self {
         let encoder = p / "observation_encoder" / "processors";
-        let normalizers = d
+        let processors = d
             .observation_shapes
             .iter()
             .enumerate()
-            .map(|(i, s)| d.normalize.then(|| Normalizer::new(&encoder / i / "normalizer", s[0] as i64)))
+            .map(|(i, s)| match SimpleVisualEncoder::of(s) {
+                Some(shape) => Processor::Visual(VisualEncoder::new(&encoder / i, shape, d.hidden_units as i64)),
+                None => Processor::Vector(d.normalize.then(|| Normalizer::new(&encoder / i / "normalizer", s[0] as i64))),
+            })
             .collect();
         let seq = p / "_body_endoder" / "seq_layers";
         let mut width = d.encoding_width() as i64;
@@ -67,14 +111,18 @@ impl Body {
             layers.push(kaiming_linear(&seq / (2 * l), width, d.hidden_units as i64, 1.0));
             width = d.hidden_units as i64;
         }
-        Self { normalizers, layers }
+        Self { processors, layers }
     }
 
     fn forward(&self, observations: &[Tensor]) -> Tensor {
         let encoded: Vec<Tensor> = observations
             .iter()
-            .zip(&self.normalizers)
-            .map(|(x, n)| n.as_ref().map_or_else(|| x.shallow_clone(), |n| n.forward(x)))
+            .zip(&self.processors)
+            .map(|(x, p)| match p {
+                Processor::Vector(None) => x.shallow_clone(),
+                Processor::Vector(Some(n)) => n.forward(x),
+                Processor::Visual(v) => v.forward(x),
+            })
             .collect();
         let mut h = Tensor::cat(&encoded, 1);
         for layer in &self.layers {
@@ -84,8 +132,8 @@ impl Body {
     }
 
     fn update_normalizers(&mut self, observations: &[Tensor]) {
-        for (n, x) in self.normalizers.iter_mut().zip(observations) {
-            if let Some(n) = n {
+        for (p, x) in self.processors.iter_mut().zip(observations) {
+            if let Processor::Vector(Some(n)) = p {
                 n.update(x);
             }
         }

@@ -6,7 +6,7 @@ use super::adam::Adam;
 use super::networks::{actor_weights, load_variables, variables, Actor, Critic};
 use crate::comm::side_channel::StatsAggregation;
 use crate::env::{ActionTuple, DecisionSteps, TerminalSteps};
-use crate::policy::{PolicyDescription, Weights, POLICY_FORMAT_VERSION};
+use crate::policy::{PolicyDescription, SimpleVisualEncoder, Weights, POLICY_FORMAT_VERSION};
 use crate::spec::BehaviorSpec;
 use crate::train::checkpoint::{self, Checkpoint, CheckpointDescription, CHECKPOINT_FORMAT_VERSION, ROLLOUT_PREFIX};
 use crate::train::config::TrainerSettings;
@@ -83,8 +83,18 @@ fn rows_to_tensor(rows: &[&Row], get: impl Fn(&Row) -> &[f32], width: usize) -> 
 
 impl PpoTrainer {
     pub fn new(behavior: &str, spec: &BehaviorSpec, settings: TrainerSettings, seed: u64, tensorboard: Option<&std::path::Path>) -> Result<Self, String> {
-        if spec.observation_specs.iter().any(|o| o.shape.len() != 1) {
-            return Err(format!("behavior {behavior}: only vector observations are trained so far"));
+        if let Some(o) = spec.observation_specs.iter().find(|o| o.shape.len() != 1 && SimpleVisualEncoder::of(&o.shape).is_none()) {
+            return Err(format!(
+                "behavior {behavior}: observation {:?} has shape {:?}; vectors and images of at least {2}x{2} (the simple encoder) are trained",
+                o.name,
+                o.shape,
+                SimpleVisualEncoder::MIN_SIDE
+            ));
+        }
+        let has_visual = spec.observation_specs.iter().any(|o| o.shape.len() == 3);
+        let encoder = settings.network_settings.vis_encode_type;
+        if has_visual && encoder != crate::train::config::VisualEncoder::Simple {
+            return Err(format!("behavior {behavior}: vis_encode_type {encoder:?} is not supported yet (only simple)"));
         }
         tch::manual_seed(seed as i64);
         let description = PolicyDescription {
@@ -198,7 +208,7 @@ impl PpoTrainer {
 
     fn process(&mut self, t: Trajectory) {
         let n = t.steps.len();
-        let sizes: Vec<usize> = self.description.observation_shapes.iter().map(|s| s[0]).collect();
+        let sizes: Vec<usize> = self.description.observation_shapes.iter().map(|s| s.iter().product()).collect();
         let obs: Vec<Tensor> = sizes
             .iter()
             .enumerate()
@@ -272,7 +282,7 @@ impl PpoTrainer {
             r.advantage = a;
         }
         let (lr, beta, epsilon) = (self.learning_rate.value(self.step), self.beta.value(self.step), self.epsilon.value(self.step));
-        let sizes: Vec<usize> = self.description.observation_shapes.iter().map(|s| s[0]).collect();
+        let sizes: Vec<usize> = self.description.observation_shapes.iter().map(|s| s.iter().product()).collect();
         let c = self.description.action_spec.continuous_size;
         let nb = self.description.action_spec.discrete_size();
         let total = self.description.action_spec.mask_len();
@@ -378,8 +388,9 @@ impl PpoTrainer {
         let mut obs = vec![];
         for (i, shape) in self.description.observation_shapes.iter().enumerate() {
             let data: Vec<f32> = self.recent_inputs.iter().flat_map(|(o, _)| o[i].iter().copied()).collect();
-            obs.push(Tensor::from_slice(&data).reshape([n as i64, shape[0] as i64]));
-            put(&format!("obs_{i}"), vec![n, shape[0]], data);
+            let size: usize = shape.iter().product();
+            obs.push(Tensor::from_slice(&data).reshape([n as i64, size as i64]));
+            put(&format!("obs_{i}"), vec![n, size], data);
         }
         let total = self.description.action_spec.mask_len();
         let masks = (total > 0).then(|| {

@@ -1,0 +1,82 @@
+//! Visual policies (ML-Agents' `simple` encoder) in both export formats: random weights,
+//! random images and vectors, outputs of the plain-Rust reference forward pass recorded as a
+//! parity record, then our runner feeds the `.onnx` (NCHW `obs_i`) and the `.nn` (NHWC
+//! `visual_observation_k`, sliced `vector_observation`) as Unity would and must reproduce them.
+
+use mlagents::barracuda::{self, export::to_nn};
+use mlagents::onnx::export::to_onnx_bytes;
+use mlagents::policy::parity::{ParityRecord, PARITY_FORMAT_VERSION};
+use mlagents::policy::{reference_forward, PolicyDescription, Weights, POLICY_FORMAT_VERSION};
+use mlagents::run::check_parity;
+use mlagents::spec::ActionSpec;
+use rand::{Rng, SeedableRng};
+
+fn check(name: &str, observation_shapes: Vec<Vec<usize>>, action_spec: ActionSpec, seed: u64) {
+    let d = PolicyDescription {
+        format_version: POLICY_FORMAT_VERSION,
+        observation_shapes,
+        action_spec,
+        hidden_units: 16,
+        num_layers: 1,
+        normalize: true,
+        memory_size: 0,
+    };
+    let weights = Weights::random(&d, seed);
+    let n = 6;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let observations: Vec<Vec<f32>> = d
+        .observation_shapes
+        .iter()
+        .map(|s| (0..n * s.iter().product::<usize>()).map(|_| if s.len() == 3 { rng.random_range(0.0..1.0) } else { rng.random_range(-2.0..2.0) }).collect())
+        .collect();
+    let total = d.action_spec.mask_len();
+    let masks: Vec<f32> = (0..n * total).map(|k| if k % 4 == 1 { 0.0 } else { 1.0 }).collect();
+    let (continuous, discrete) = reference_forward(&d, &weights, &observations, Some(&masks), n).unwrap();
+    let c = d.action_spec.continuous_size;
+    let record = ParityRecord {
+        format_version: PARITY_FORMAT_VERSION,
+        behavior: name.into(),
+        step: 0,
+        policy: d.clone(),
+        files: Default::default(),
+        batch: n,
+        observations,
+        action_masks: masks,
+        // Zero noise: the sampled continuous action is the deterministic one.
+        noise: vec![0.0; n * c],
+        deterministic_continuous_actions: continuous.clone(),
+        continuous_actions: continuous,
+        deterministic_discrete_actions: discrete,
+    };
+    record.validate().unwrap();
+    let dir = std::env::temp_dir().join(format!("mlagents-visual-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let onnx = dir.join(format!("{name}.onnx"));
+    std::fs::write(&onnx, to_onnx_bytes(&d, &weights).unwrap()).unwrap();
+    let mut models = vec![onnx];
+    if !d.action_spec.is_hybrid() {
+        let nn = dir.join(format!("{name}.nn"));
+        std::fs::write(&nn, barracuda::write(&to_nn(&d, &weights).unwrap())).unwrap();
+        models.push(nn);
+    }
+    for model in models {
+        let report = check_parity(&model, &record, 1e-5).unwrap();
+        assert!(report.passed, "{}: {report:?}", model.display());
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn one_image_discrete() {
+    check("image-discrete", vec![vec![20, 20, 3]], ActionSpec::discrete(&[3]), 1);
+}
+
+#[test]
+fn image_between_vectors_continuous() {
+    check("mixed-continuous", vec![vec![4], vec![36, 24, 1], vec![3]], ActionSpec::continuous(2), 2);
+}
+
+#[test]
+fn two_images_and_a_vector_hybrid() {
+    check("two-images-hybrid", vec![vec![20, 20, 3], vec![5], vec![24, 30, 2]], ActionSpec::hybrid(1, &[2, 3]), 3);
+}

@@ -1,0 +1,48 @@
+//! Re-training the golden cases (models/golden, see models/README.md) with their seeds gives
+//! their checkpoints again. Alone in its test binary: libtorch's random generator is global to
+//! the process, so trainers running in parallel tests would draw from the same stream.
+#![cfg(feature = "train")]
+
+use mlagents::train::config::RunOptions;
+use mlagents::train::ppo::learn::{learn, LearnOptions};
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mlagents-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Re-training a golden case (models/golden) with its seed gives its weights, normalisers and
+/// optimizer state again. On the machine that made the fixtures this is exact; another CPU
+/// or libtorch build may sum floats in another order, hence the small tolerance.
+#[test]
+fn golden_runs_retrain_to_the_same_weights() {
+    use mlagents::train::checkpoint::{self, ROLLOUT_PREFIX};
+    const TOLERANCE: f32 = 1e-4;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/golden");
+    for (case, behavior) in [("discrete-masked", "GridWorld"), ("continuous", "3DBall"), ("hybrid", "1D")] {
+        let dir = root.join(case);
+        let run = RunOptions::from_file(&dir.join("config.yaml")).unwrap();
+        let scene = std::fs::read_to_string(dir.join("scene")).unwrap();
+        let out = temp_dir(&format!("golden-{case}"));
+        let options = LearnOptions { run_dir: Some(out.clone()), ..LearnOptions::in_memory(&format!("sim:{}", scene.trim())) };
+        learn(&run, &options).unwrap();
+        let golden = checkpoint::latest(&dir.join("run").join(behavior), behavior).unwrap();
+        let fresh = checkpoint::latest(&out.join(behavior), behavior).unwrap();
+        assert_eq!(fresh.description.step, golden.description.step, "{case}");
+        assert_eq!(fresh.description.optimizer, golden.description.optimizer, "{case}");
+        let mut worst = 0.0f32;
+        for (name, g) in golden.tensors.0.iter().filter(|(n, _)| !n.starts_with(ROLLOUT_PREFIX)) {
+            let f = fresh.tensors.0.get(name).unwrap_or_else(|| panic!("{case}: {name} missing"));
+            assert_eq!(f.shape, g.shape, "{case}: {name}");
+            for (a, b) in f.data.iter().zip(&g.data) {
+                worst = worst.max((a - b).abs());
+            }
+        }
+        eprintln!("{case}: re-trained weights differ from the golden ones by at most {worst:e}");
+        assert!(worst <= TOLERANCE, "{case}: {worst}");
+        let _ = std::fs::remove_dir_all(out);
+    }
+}
+
