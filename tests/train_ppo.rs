@@ -77,6 +77,23 @@ fn visual_continuous() {
     trains("SimpleVisualContinuous", 3000, 16, 64, 3e-4);
 }
 
+/// A scene with two behaviors (`1D?team=0`, `1DOpp?team=1`) trains both, one trainer each;
+/// two teams of one behavior (`1D?team=0`, `1D?team=1`, no self-play) share one trainer.
+#[test]
+fn several_behaviors_train_together() {
+    let mut run = dummy_config("1D", 3000, 16, 64, 5e-3, 1337);
+    let opponent = run.behaviors["1D"].clone();
+    run.behaviors.insert("1DOpp".into(), opponent);
+    let results = learn(&run, &LearnOptions::in_memory("sim:AsymmetricGhost1D")).unwrap();
+    assert_eq!(results.keys().collect::<Vec<_>>(), ["1D", "1DOpp"]);
+    for (name, r) in &results {
+        assert!(r.steps >= 3000 && last5(&r.episode_returns) > 0.9, "{name}: {:?}", &r.episode_returns[r.episode_returns.len().saturating_sub(5)..]);
+    }
+    let shared = learn(&dummy_config("1D", 3000, 16, 64, 5e-3, 1337), &LearnOptions::in_memory("sim:Ghost1D")).unwrap();
+    assert_eq!(shared.keys().collect::<Vec<_>>(), ["1D"]);
+    assert!(last5(&shared["1D"].episode_returns) > 0.9);
+}
+
 /// Train, export to ONNX and .nn, play both exports with our runner: they keep the training score.
 #[test]
 fn a_trained_policy_exports_and_plays() {

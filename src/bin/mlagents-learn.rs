@@ -4,7 +4,8 @@
 //! `--timeout-wait`, the engine settings (`--time-scale`, `--width`, ... , `--no-graphics`),
 //! `--env-args`, `--debug`; console summaries, TensorBoard files, checkpoints every
 //! `checkpoint_interval` with their ONNX and `.nn` exports, run logs, and Ctrl-C/SIGTERM
-//! (finish the step, checkpoint, close, export, exit 0). Vector observations only so far.
+//! (finish the step, checkpoint, close, export, exit 0). Vector observations and images (the
+//! `simple` encoder).
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;

@@ -184,6 +184,13 @@ fn update_progress(bar: &indicatif::ProgressBar, trainers: &BTreeMap<String, Ppo
     bar.set_position(done);
 }
 
+/// Where an agent's steps come from, for the trajectory assembly: its environment (worker)
+/// and its team, so that agents of two teams of one behavior never mix.
+fn agent_source(worker: usize, team_id: i32) -> usize {
+    const TEAMS_PER_WORKER: usize = 1 << 16;
+    worker * TEAMS_PER_WORKER + team_id.clamp(0, TEAMS_PER_WORKER as i32 - 1) as usize
+}
+
 /// Trains until every behavior's trainer has reached its `max_steps`.
 pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String, BehaviorResult>, String> {
     // As mlagents-learn: seed -1 draws one in [0, 10000).
@@ -208,6 +215,9 @@ pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String
     let mut timers = Timers::default();
     let progress = progress_bar();
     let mut checkpoints: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    // The spec of each behavior's first team, and every behavior id seen.
+    let mut teams: BTreeMap<String, crate::spec::BehaviorSpec> = BTreeMap::new();
+    let mut seen: std::collections::BTreeSet<String> = Default::default();
     loop {
         if STOP_REQUESTED.load(Ordering::SeqCst) {
             log::info!("stop requested: closing the environments and exporting");
@@ -215,15 +225,27 @@ pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String
         }
         for (worker, env) in envs.envs_mut().iter_mut().enumerate() {
             for name in env.behavior_names() {
-                if !trainers.contains_key(&name) {
-                    let spec = env.behavior_specs()[&name].clone();
-                    trainers.insert(name.clone(), create_trainer(run, options, &name, &spec, seed)?);
+                // One trainer per behavior (brain) name; without self-play, the teams of one
+                // behavior share its policy, as ML-Agents' PPO trainer does.
+                let parsed = BehaviorName::parse(&name);
+                let spec = env.behavior_specs()[&name].clone();
+                if !trainers.contains_key(&parsed.name) {
+                    trainers.insert(parsed.name.clone(), create_trainer(run, options, &name, &spec, seed)?);
+                    teams.insert(parsed.name.clone(), spec.clone());
+                } else if !seen.contains(&name) {
+                    let shapes = |s: &crate::spec::BehaviorSpec| (s.observation_specs.iter().map(|o| o.shape.clone()).collect::<Vec<_>>(), s.action_spec.clone());
+                    if shapes(&teams[&parsed.name]) != shapes(&spec) {
+                        return Err(format!("{name} and another team of {} have different behavior specs; one policy cannot serve both", parsed.name));
+                    }
+                    log::warn!("{} has several teams; without self-play they share one policy", parsed.name);
                 }
-                let trainer = trainers.get_mut(&name).expect("inserted above");
+                seen.insert(name.clone());
+                let trainer = trainers.get_mut(&parsed.name).expect("inserted above");
                 let (decisions, terminals) = env.get_steps(&name).map_err(|e| e.to_string())?;
                 let (actions, chosen) = timers.time("act", || trainer.act(&decisions));
                 if trainer.should_train() {
-                    timers.time("process_trajectory", || trainer.ingest(worker, &decisions, &terminals, chosen));
+                    let source = agent_source(worker, parsed.team_id);
+                    timers.time("process_trajectory", || trainer.ingest(source, &decisions, &terminals, chosen));
                 }
                 for line in trainer.new_summaries() {
                     progress.suspend(|| println!("[INFO] {line}"));

@@ -193,7 +193,8 @@ impl PpoTrainer {
         (actions, decisions)
     }
 
-    /// Takes one environment step of one worker (with the decisions `act` returned for it).
+    /// Takes one environment step of one source of agents (a worker, or one team of a worker;
+    /// with the decisions `act` returned for it).
     pub fn ingest(&mut self, worker: usize, decision_steps: &DecisionSteps, terminal_steps: &TerminalSteps, decisions: Vec<Decision>) {
         let (trajectories, episodes) = self.processor.add_steps(worker, decision_steps, terminal_steps, decisions);
         for e in episodes {
