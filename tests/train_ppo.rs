@@ -237,6 +237,24 @@ fn resume_after_a_kill_continues_from_the_checkpoint() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// The environment dies mid-training: the error names it, and what was trained is still
+/// checkpointed and exported before mlagents-learn exits with status 1.
+#[test]
+fn a_dead_environment_is_reported_and_the_training_saved() {
+    use mlagents::train::checkpoint;
+    let dir = temp_dir("dead-env");
+    let config = dir.join("config.yaml");
+    std::fs::write(&config, "behaviors:\n  1D:\n    hyperparameters: {batch_size: 16, buffer_size: 64}\n    max_steps: 100000\n    summary_freq: 500\nenv_settings: {base_port: 0}\n").unwrap();
+    let (ok, log) = finish(spawn_learn(&config, "dead", &dir, &["--env-args", "--fault", "exit@2000"]));
+    assert!(!ok, "{log}");
+    assert!(log.contains("died") && log.contains("exited with code") && log.contains("checkpoints of the training so far were written"), "{log}");
+    assert!(!log.contains("Stack backtrace"), "{log}");
+    let saved = checkpoint::latest(&dir.join("dead/1D"), "1D").unwrap();
+    assert!(saved.description.step > 0);
+    assert!(dir.join("dead/1D.onnx").is_file() && dir.join("dead/1D.parity.json").is_file());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// `--initialize-from`: the weights of another run, but step 0 and a fresh optimizer.
 #[test]
 fn initialize_from_takes_weights_not_steps() {

@@ -28,7 +28,14 @@ struct Cli {
     onnx_api: u32,
 }
 
-fn main() -> Result<()> {
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("mlagents-export: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<()> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
     let onnx_api = match cli.onnx_api {

@@ -12,7 +12,7 @@ use crate::train::config::{EnvironmentParameter, RunOptions};
 use crate::export::{export_checkpoint, ExportOptions};
 use crate::train::checkpoint;
 use crate::train::run_logs::{write_training_status, Timers};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -211,36 +211,91 @@ pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String
         .map_err(|e| e.to_string())?;
     envs.reset().map_err(|e| e.to_string())?;
     install_stop_handlers();
-    let mut trainers: BTreeMap<String, PpoTrainer> = BTreeMap::new();
-    let mut timers = Timers::default();
-    let progress = progress_bar();
-    let mut checkpoints: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    // The spec of each behavior's first team, and every behavior id seen.
-    let mut teams: BTreeMap<String, crate::spec::BehaviorSpec> = BTreeMap::new();
-    let mut seen: std::collections::BTreeSet<String> = Default::default();
+    let mut session = Session {
+        run,
+        options,
+        seed,
+        trainers: BTreeMap::new(),
+        team_specs: BTreeMap::new(),
+        seen: BTreeSet::new(),
+        timers: Timers::default(),
+        progress: progress_bar(),
+        checkpoints: BTreeMap::new(),
+    };
+    let mut failure = None;
     loop {
         if STOP_REQUESTED.load(Ordering::SeqCst) {
             log::info!("stop requested: closing the environments and exporting");
             break;
         }
+        match session.advance(&mut envs, &stats_channels) {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    session.progress.finish_and_clear();
+    if let Err(e) = envs.close() {
+        match &failure {
+            None => failure = Some(e.to_string()),
+            Some(_) => log::warn!("closing the environments: {e}"),
+        }
+    }
+    // Whatever happened, what was trained is saved before the error is reported.
+    let results = session.finish()?;
+    match failure {
+        None => Ok(results),
+        Some(e) if options.run_dir.is_some() => {
+            let saved: Vec<String> = results.iter().map(|(b, r)| format!("{b} at step {}", r.steps)).collect();
+            Err(format!("{e} (checkpoints of the training so far were written: {})", saved.join(", ")))
+        }
+        Some(e) => Err(e),
+    }
+}
+
+/// The training state across environment steps.
+struct Session<'a> {
+    run: &'a RunOptions,
+    options: &'a LearnOptions,
+    seed: u64,
+    /// One trainer per behavior (brain) name.
+    trainers: BTreeMap<String, PpoTrainer>,
+    /// The spec of each behavior's first team.
+    team_specs: BTreeMap<String, crate::spec::BehaviorSpec>,
+    /// Every behavior id (`Name?team=N`) seen.
+    seen: BTreeSet<String>,
+    timers: Timers,
+    progress: indicatif::ProgressBar,
+    /// Steps of the checkpoints written, per behavior.
+    checkpoints: BTreeMap<String, Vec<u64>>,
+}
+
+impl Session<'_> {
+    /// Acts for every behavior of every environment, trains where a buffer is full, writes due
+    /// checkpoints and steps the environments. Returns false once every trainer is done.
+    fn advance(&mut self, envs: &mut VecEnv, stats_channels: &[StatsChannel]) -> Result<bool, String> {
         for (worker, env) in envs.envs_mut().iter_mut().enumerate() {
             for name in env.behavior_names() {
-                // One trainer per behavior (brain) name; without self-play, the teams of one
-                // behavior share its policy, as ML-Agents' PPO trainer does.
+                // Without self-play, the teams of one behavior share its policy, as ML-Agents'
+                // PPO trainer does.
                 let parsed = BehaviorName::parse(&name);
                 let spec = env.behavior_specs()[&name].clone();
-                if !trainers.contains_key(&parsed.name) {
-                    trainers.insert(parsed.name.clone(), create_trainer(run, options, &name, &spec, seed)?);
-                    teams.insert(parsed.name.clone(), spec.clone());
-                } else if !seen.contains(&name) {
+                if !self.trainers.contains_key(&parsed.name) {
+                    self.trainers.insert(parsed.name.clone(), create_trainer(self.run, self.options, &name, &spec, self.seed)?);
+                    self.team_specs.insert(parsed.name.clone(), spec.clone());
+                } else if !self.seen.contains(&name) {
                     let shapes = |s: &crate::spec::BehaviorSpec| (s.observation_specs.iter().map(|o| o.shape.clone()).collect::<Vec<_>>(), s.action_spec.clone());
-                    if shapes(&teams[&parsed.name]) != shapes(&spec) {
+                    if shapes(&self.team_specs[&parsed.name]) != shapes(&spec) {
                         return Err(format!("{name} and another team of {} have different behavior specs; one policy cannot serve both", parsed.name));
                     }
                     log::warn!("{} has several teams; without self-play they share one policy", parsed.name);
                 }
-                seen.insert(name.clone());
-                let trainer = trainers.get_mut(&parsed.name).expect("inserted above");
+                self.seen.insert(name.clone());
+                let trainer = self.trainers.get_mut(&parsed.name).expect("inserted above");
+                let timers = &mut self.timers;
                 let (decisions, terminals) = env.get_steps(&name).map_err(|e| e.to_string())?;
                 let (actions, chosen) = timers.time("act", || trainer.act(&decisions));
                 if trainer.should_train() {
@@ -248,72 +303,75 @@ pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String
                     timers.time("process_trajectory", || trainer.ingest(source, &decisions, &terminals, chosen));
                 }
                 for line in trainer.new_summaries() {
-                    progress.suspend(|| println!("[INFO] {line}"));
+                    self.progress.suspend(|| println!("[INFO] {line}"));
                 }
-                if let (Some(step), Some(dir)) = (trainer.pending_checkpoint.take(), &options.run_dir) {
+                if let (Some(step), Some(dir)) = (trainer.pending_checkpoint.take(), &self.options.run_dir) {
                     timers.time("save_checkpoint", || save_checkpoint(trainer, dir, step))?;
-                    checkpoints.entry(trainer.behavior.clone()).or_default().push(step);
+                    self.checkpoints.entry(trainer.behavior.clone()).or_default().push(step);
                 }
                 env.set_actions(&name, actions).map_err(|e| e.to_string())?;
             }
         }
-        for trainer in trainers.values_mut() {
+        for trainer in self.trainers.values_mut() {
             if trainer.should_train() {
-                timers.time("update_policy", || trainer.maybe_update());
+                self.timers.time("update_policy", || trainer.maybe_update());
             }
         }
-        update_progress(&progress, &trainers);
-        if !trainers.is_empty() && trainers.values().all(|t| !t.should_train()) {
-            break;
+        update_progress(&self.progress, &self.trainers);
+        if !self.trainers.is_empty() && self.trainers.values().all(|t| !t.should_train()) {
+            return Ok(false);
         }
-        timers.time("env_step", || envs.step()).map_err(|e| e.to_string())?;
+        self.timers.time("env_step", || envs.step()).map_err(|e| e.to_string())?;
         // What the scenes report on the stats channel goes to every behavior's summaries
         // (as ML-Agents records environment stats for each behavior of the environment).
-        for channel in &stats_channels {
+        for channel in stats_channels {
             let received = crate::comm::side_channel::lock(channel).get_and_reset_stats();
             for (key, values) in received {
                 for v in values {
-                    trainers.values_mut().for_each(|t| t.add_environment_stat(&key, v.value, v.aggregation));
+                    self.trainers.values_mut().for_each(|t| t.add_environment_stat(&key, v.value, v.aggregation));
                 }
             }
         }
+        Ok(true)
     }
-    progress.finish_and_clear();
-    envs.close().map_err(|e| e.to_string())?;
-    let mut results = BTreeMap::new();
-    let mut final_steps = BTreeMap::new();
-    for trainer in trainers.values() {
-        let mut onnx = None;
-        if let Some(dir) = &options.run_dir {
-            // The final checkpoint at the current step, its exports copied to the run folder.
-            let saved = save_checkpoint(trainer, dir, trainer.step)?;
-            checkpoints.entry(trainer.behavior.clone()).or_default().push(trainer.step);
-            let exported = export_checkpoint(&saved, dir, &trainer.behavior, ExportOptions::default(), true).map_err(|e| e.to_string())?;
-            if let Some(why) = &exported.nn_skipped {
-                log::info!("{}: no .nn export: {why}", trainer.behavior);
+
+    /// The final checkpoint of each behavior at its current step, its exports in the run
+    /// folder, and the run logs.
+    fn finish(mut self) -> Result<BTreeMap<String, BehaviorResult>, String> {
+        let mut results = BTreeMap::new();
+        let mut final_steps = BTreeMap::new();
+        for trainer in self.trainers.values() {
+            let mut onnx = None;
+            if let Some(dir) = &self.options.run_dir {
+                let saved = save_checkpoint(trainer, dir, trainer.step)?;
+                self.checkpoints.entry(trainer.behavior.clone()).or_default().push(trainer.step);
+                let exported = export_checkpoint(&saved, dir, &trainer.behavior, ExportOptions::default(), true).map_err(|e| e.to_string())?;
+                if let Some(why) = &exported.nn_skipped {
+                    log::info!("{}: no .nn export: {why}", trainer.behavior);
+                }
+                log::info!("Exported {}", exported.onnx.display());
+                onnx = Some(exported.onnx);
+                final_steps.insert(trainer.behavior.clone(), trainer.step);
             }
-            log::info!("Exported {}", exported.onnx.display());
-            onnx = Some(exported.onnx);
-            final_steps.insert(trainer.behavior.clone(), trainer.step);
+            if let Some(mean) = trainer.last_summary_reward() {
+                self.timers.gauge(&format!("{}.Environment.Cumulative Reward.mean", trainer.behavior), mean as f64);
+            }
+            results.insert(
+                trainer.behavior.clone(),
+                BehaviorResult {
+                    steps: trainer.step,
+                    episode_returns: trainer.episode_returns.clone(),
+                    summaries: trainer.summaries.clone(),
+                    onnx,
+                    checkpoints: self.checkpoints.get(&trainer.behavior).cloned().unwrap_or_default(),
+                },
+            );
         }
-        if let Some(mean) = trainer.last_summary_reward() {
-            timers.gauge(&format!("{}.Environment.Cumulative Reward.mean", trainer.behavior), mean as f64);
+        if let Some(dir) = &self.options.run_dir {
+            let behaviors: Vec<String> = self.trainers.keys().cloned().collect();
+            write_training_status(dir, &behaviors, &final_steps).map_err(|e| format!("training_status.json: {e}"))?;
+            self.timers.write(dir).map_err(|e| format!("timers.json: {e}"))?;
         }
-        results.insert(
-            trainer.behavior.clone(),
-            BehaviorResult {
-                steps: trainer.step,
-                episode_returns: trainer.episode_returns.clone(),
-                summaries: trainer.summaries.clone(),
-                onnx,
-                checkpoints: checkpoints.get(&trainer.behavior).cloned().unwrap_or_default(),
-            },
-        );
+        Ok(results)
     }
-    if let Some(dir) = &options.run_dir {
-        let behaviors: Vec<String> = trainers.values().map(|t| t.behavior.clone()).collect();
-        write_training_status(dir, &behaviors, &final_steps).map_err(|e| format!("training_status.json: {e}"))?;
-        timers.write(dir).map_err(|e| format!("timers.json: {e}"))?;
-    }
-    Ok(results)
 }
