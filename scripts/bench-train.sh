@@ -25,8 +25,9 @@ fi
 SIM="$CARGO_TARGET_DIR/release/mlagents-sim"
 /usr/bin/time -v "$CARGO_TARGET_DIR/release/mlagents-learn" "$CONFIG" --run-id ours --env "sim:$SCENE" \
   --results-dir "$OUT" --force > "$OUT/ours.log" 2> "$OUT/ours.time" || true
-/usr/bin/time -v "$TORCH_VENV/bin/mlagents-learn" "$CONFIG" --run-id python --env "$SIM" --env-args --scene "$SCENE" \
-  --no-graphics --results-dir "$OUT" --base-port 6405 --force > "$OUT/python.log" 2> "$OUT/python.time" || true
+# (--env-args takes every argument after it: it comes last.)
+/usr/bin/time -v "$TORCH_VENV/bin/mlagents-learn" "$CONFIG" --run-id python --env "$SIM" --no-graphics \
+  --results-dir "$OUT" --base-port 6405 --force --env-args --scene "$SCENE" > "$OUT/python.log" 2> "$OUT/python.time" || true
 python3 - "$OUT" "$TARGET" <<'PY'
 import re, sys
 out, target = sys.argv[1], float(sys.argv[2])

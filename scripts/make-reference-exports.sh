@@ -28,9 +28,9 @@ YAML
 port=6500
 for pair in discrete:Simple1DDiscrete continuous:Simple1DContinuous hybrid:SimpleHybrid; do
   kind=${pair%%:*}; scene=${pair#*:}
-  # (0.28 writes results/ under the working folder.)
-  (cd "$OUT" && "$TORCH_VENV/bin/mlagents-learn" config.yaml --run-id "$kind" --env "$SIM" --env-args --scene "$scene" \
-    --no-graphics --base-port $port --seed 1 --force > "$kind.log" 2>&1)
+  # (--env-args takes every argument after it: it comes last.)
+  (cd "$OUT" && "$TORCH_VENV/bin/mlagents-learn" config.yaml --run-id "$kind" --env "$SIM" --no-graphics \
+    --base-port $port --seed 1 --force --env-args --scene "$scene" > "$kind.log" 2>&1)
   cp "$OUT/results/$kind/1D.onnx" "$DEST/$kind.onnx"
   port=$((port + 10))
 done

@@ -350,21 +350,22 @@ pub fn play(env: &mut UnityEnvironment, driver: &mut PolicyDriver, episodes: usi
         env.reset()?;
     }
     let behavior = driver.behavior.clone();
-    let mut running: HashMap<i32, f32> = HashMap::new();
+    // Summed in f64, as ML-Agents sums rewards in Python floats.
+    let mut running: HashMap<i32, f64> = HashMap::new();
     let mut returns = vec![];
     let mut decisions = 0;
     let mut policy_time = 0.0;
     for _ in 0..max_steps {
         let (d, t) = env.get_steps(&behavior)?;
         for (i, id) in t.agent_id.iter().enumerate() {
-            returns.push(running.remove(id).unwrap_or(0.0) + t.reward[i]);
+            returns.push((running.remove(id).unwrap_or(0.0) + t.reward[i] as f64) as f32);
         }
         driver.end_episodes(&t.agent_id);
         if returns.len() >= episodes {
             break;
         }
         for (i, id) in d.agent_id.iter().enumerate() {
-            *running.entry(*id).or_default() += d.reward[i];
+            *running.entry(*id).or_default() += d.reward[i] as f64;
         }
         let start = Instant::now();
         let actions = driver.decide(&d)?;

@@ -56,7 +56,9 @@ pub struct EpisodeStats {
 struct AgentState {
     last: Option<(Vec<Vec<f32>>, Vec<bool>, Decision)>,
     experiences: Vec<Experience>,
-    episode_reward: f32,
+    /// Summed in f64 as ML-Agents sums in Python floats (1000 rewards of 0.1 make 100.0,
+    /// not f32's 99.999).
+    episode_reward: f64,
     episode_length: usize,
 }
 
@@ -102,7 +104,7 @@ impl AgentProcessor {
             let reward = terminal_steps.reward[i] + terminal_steps.group_reward[i];
             if let Some((obs, mask, decision)) = state.last.take() {
                 state.experiences.push(Experience { obs, action_mask: mask, decision, reward, done: true });
-                state.episode_reward += reward;
+                state.episode_reward += reward as f64;
             }
             if !state.experiences.is_empty() {
                 trajectories.push(Trajectory {
@@ -113,7 +115,7 @@ impl AgentProcessor {
                     interrupted: terminal_steps.interrupted[i],
                 });
             }
-            episodes.push(EpisodeStats { agent: key, cumulative_reward: state.episode_reward, length: state.episode_length });
+            episodes.push(EpisodeStats { agent: key, cumulative_reward: state.episode_reward as f32, length: state.episode_length });
         }
         for (i, decision) in decisions.into_iter().enumerate() {
             let key = (worker, decision_steps.agent_id[i]);
@@ -123,7 +125,7 @@ impl AgentProcessor {
             if let Some((prev_obs, prev_mask, prev)) = state.last.take() {
                 let reward = decision_steps.reward[i] + decision_steps.group_reward[i];
                 state.experiences.push(Experience { obs: prev_obs, action_mask: prev_mask, decision: prev, reward, done: false });
-                state.episode_reward += reward;
+                state.episode_reward += reward as f64;
                 state.episode_length += 1;
                 if state.experiences.len() >= self.time_horizon {
                     trajectories.push(Trajectory {

@@ -58,8 +58,8 @@ impl VisualEncoder {
                 nn::conv2d(&p / "conv_layers" / (2 * k), cin as i64, *out as i64, *kernel as i64, config)
             })
             .collect();
-        // KaimingHeNormal × 1.41, as ML-Agents initialises the encoder's dense layer.
-        let dense = kaiming_linear(&p / "dense" / 0, shape.flat_size() as i64, hidden, 1.41 * std::f64::consts::SQRT_2);
+        // Kaiming-normal with linear gain × 1.41, as ML-Agents initialises the encoder's dense layer.
+        let dense = kaiming_linear(&p / "dense" / 0, shape.flat_size() as i64, hidden, 1.41);
         Self { shape, convs, dense }
     }
 
@@ -244,7 +244,9 @@ impl Actor {
 impl Critic {
     pub fn new(root: &nn::Path, d: &PolicyDescription) -> Self {
         let body = Body::new(&(root / "network_body"), d);
-        let config = nn::LinearConfig { ws_init: nn::init::DEFAULT_KAIMING_UNIFORM, bs_init: Some(nn::Init::Const(0.0)), bias: true };
+        // Xavier-uniform (bound sqrt(6 / (fan_in + fan_out))), zero bias, as ML-Agents' value heads.
+        let bound = (6.0 / (d.hidden_units as f64 + 1.0)).sqrt();
+        let config = nn::LinearConfig { ws_init: nn::Init::Uniform { lo: -bound, up: bound }, bs_init: Some(nn::Init::Const(0.0)), bias: true };
         let value = nn::linear(root / "value_heads" / "value_heads" / "extrinsic", d.hidden_units as i64, 1, config);
         Self { body, value }
     }
