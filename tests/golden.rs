@@ -9,22 +9,13 @@ use mlagents::train::checkpoint::sha256_hex;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const CASES: [(&str, &str); 3] = [("discrete-masked", "GridWorld"), ("continuous", "3DBall"), ("hybrid", "1D")];
+mod common;
 
-fn case_dir(case: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("models/golden").join(case)
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mlagents-golden-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{golden_case_dir as case_dir, temp_dir, GOLDEN_CASES as CASES};
 
 /// A run folder holding only the case's checkpoint (no exports).
 fn checkpoint_only_copy(case: &str, behavior: &str, name: &str) -> PathBuf {
-    let run = temp_dir(name).join("run");
+    let run = temp_dir(&format!("golden-{name}")).join("run");
     let from = case_dir(case).join("run").join(behavior);
     std::fs::create_dir_all(run.join(behavior)).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {

@@ -6,12 +6,9 @@
 use mlagents::train::config::RunOptions;
 use mlagents::train::ppo::learn::{learn, LearnOptions};
 
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("mlagents-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+mod common;
+
+use common::{golden_case_dir, temp_dir, GOLDEN_CASES};
 
 /// Re-training a golden case (models/golden) with its seed gives its weights, normalisers and
 /// optimizer state again. On the machine that made the fixtures this is exact; another CPU
@@ -20,9 +17,8 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
 fn golden_runs_retrain_to_the_same_weights() {
     use mlagents::train::checkpoint::{self, ROLLOUT_PREFIX};
     const TOLERANCE: f32 = 1e-4;
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/golden");
-    for (case, behavior) in [("discrete-masked", "GridWorld"), ("continuous", "3DBall"), ("hybrid", "1D")] {
-        let dir = root.join(case);
+    for (case, behavior) in GOLDEN_CASES {
+        let dir = golden_case_dir(case);
         let run = RunOptions::from_file(&dir.join("config.yaml")).unwrap();
         let scene = std::fs::read_to_string(dir.join("scene")).unwrap();
         let out = temp_dir(&format!("golden-{case}"));

@@ -3,6 +3,9 @@
 //! returns above 0.9), trained against the stand-ins as real child processes.
 #![cfg(feature = "train")]
 
+mod common;
+
+use common::temp_dir;
 use mlagents::train::config::RunOptions;
 use mlagents::train::ppo::learn::{learn, LearnOptions};
 use std::time::Duration;
@@ -127,12 +130,6 @@ fn a_trained_policy_exports_and_plays() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("mlagents-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// Starts `mlagents-learn CONFIG --run-id ID --env sim:Simple1DDiscrete --results-dir DIR EXTRA...`.
 fn spawn_learn(config: &std::path::Path, run_id: &str, results: &std::path::Path, extra: &[&str]) -> std::process::Child {

@@ -43,3 +43,19 @@ pub fn policy_description(
         memory_size: 0,
     }
 }
+
+/// A fresh, empty folder under the system temp folder, unique to this process.
+pub fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mlagents-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The golden fixtures (models/golden): case folder and behavior name.
+pub const GOLDEN_CASES: [(&str, &str); 3] = [("discrete-masked", "GridWorld"), ("continuous", "3DBall"), ("hybrid", "1D")];
+
+/// `models/golden/<case>`.
+pub fn golden_case_dir(case: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/golden").join(case)
+}
