@@ -54,8 +54,10 @@ def main(root):
                 problems.append("sha256 differs from the parity record")
             n = record["batch"]
             feeds = {}
-            for i, obs in enumerate(record["observations"]):
-                feeds[f"obs_{i}"] = np.asarray(obs, np.float32).reshape(n, -1)
+            for i, (obs, shape) in enumerate(zip(record["observations"], record["policy"]["observation_shapes"])):
+                values = np.asarray(obs, np.float32).reshape(n, *shape)
+                # Images are recorded as the environment sends them (HWC); ONNX takes NCHW.
+                feeds[f"obs_{i}"] = values.transpose(0, 3, 1, 2) if len(shape) == 3 else values
             spec = record["policy"]["action_spec"]
             c, branches = spec["continuous_size"], spec["discrete_branches"]
             if branches:
