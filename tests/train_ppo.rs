@@ -80,6 +80,23 @@ fn visual_continuous() {
     trains("SimpleVisualContinuous", 3000, 16, 64, 3e-4);
 }
 
+/// ML-Agents' shipped configurations train on their stand-in scenes as they are (only the
+/// step budget cut): Basic, 3DBall, 3DBallHard, and GridWorld with its camera (the simple
+/// visual encoder on 64x84 images).
+#[test]
+fn shipped_configs_train_on_their_scenes() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config");
+    for (config, scene, behavior) in [("Basic", "Basic", "Basic"), ("3DBall", "3DBall", "3DBall"), ("3DBallHard", "3DBallHard", "3DBallHard"), ("GridWorld", "GridWorld", "GridWorld")] {
+        let mut run = RunOptions::from_file(&fixtures.join(format!("{config}.yaml"))).unwrap();
+        for settings in run.behaviors.values_mut() {
+            settings.max_steps = 600;
+        }
+        run.env_settings.base_port = 0;
+        let results = learn(&run, &LearnOptions::in_memory(&format!("sim:{scene}"))).unwrap_or_else(|e| panic!("{config}: {e}"));
+        assert!(results[behavior].steps >= 600, "{config}: {}", results[behavior].steps);
+    }
+}
+
 /// A scene with two behaviors (`1D?team=0`, `1DOpp?team=1`) trains both, one trainer each;
 /// two teams of one behavior (`1D?team=0`, `1D?team=1`, no self-play) share one trainer.
 #[test]

@@ -26,6 +26,8 @@ extern "C" fn request_stop(_signal: libc::c_int) {
 }
 
 fn install_stop_handlers() {
+    // A stop requested during an earlier session of this process does not stop this one.
+    STOP_REQUESTED.store(false, Ordering::SeqCst);
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe {
         libc::signal(libc::SIGINT, request_stop as *const () as libc::sighandler_t);
