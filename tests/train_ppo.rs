@@ -192,6 +192,39 @@ fn interrupted_training_leaves_a_loadable_checkpoint() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A second Ctrl-C exits at once (status 130), leaving no torn checkpoint behind.
+#[test]
+fn a_second_interrupt_exits_at_once_without_torn_files() {
+    use mlagents::train::checkpoint;
+    let dir = temp_dir("interrupt-twice");
+    let config = dir.join("config.yaml");
+    std::fs::write(&config, "behaviors:\n  1D:\n    max_steps: 10000000\n    checkpoint_interval: 500\nenv_settings: {base_port: 0}\n").unwrap();
+    let mut child = spawn_learn(&config, "twice", &dir, &[]);
+    std::thread::sleep(Duration::from_secs(4));
+    let interrupt = |pid: u32| {
+        // SAFETY: sends a signal to our own child.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGINT);
+        }
+    };
+    interrupt(child.id());
+    // The second signal once the first was seen (two pending signals would merge into one).
+    use std::io::BufRead;
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap() > 0 && !line.contains("stop requested") {
+        line.clear();
+    }
+    interrupt(child.id());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{line}");
+    let behavior_dir = dir.join("twice/1D");
+    for (_, json) in checkpoint::list(&behavior_dir, "1D") {
+        checkpoint::Checkpoint::read(&json).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Killed (SIGKILL, no chance to clean up), then `--resume`: the run continues from the
 /// latest checkpoint's step with exactly its weights, normalisers and Adam state.
 #[test]

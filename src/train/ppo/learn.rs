@@ -17,12 +17,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// Set by SIGINT/SIGTERM: training stops after the current step, closes the environments
-/// and still exports.
+/// Set by SIGINT/SIGTERM: training stops after the current step, checkpoints, closes the
+/// environments and exports. A second signal exits at once (status 130; files being written
+/// are temporary files until renamed, so nothing is left torn).
 static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn request_stop(_signal: libc::c_int) {
-    STOP_REQUESTED.store(true, Ordering::SeqCst);
+    if STOP_REQUESTED.swap(true, Ordering::SeqCst) {
+        // SAFETY: _exit is async-signal-safe.
+        unsafe { libc::_exit(130) };
+    }
 }
 
 fn install_stop_handlers() {
