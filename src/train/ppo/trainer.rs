@@ -34,7 +34,6 @@ struct Row {
     mask: Vec<f32>,
     advantage: f32,
     ret: f32,
-    value: f32,
 }
 
 /// A PPO trainer for one behavior.
@@ -240,7 +239,6 @@ impl PpoTrainer {
                 mask,
                 advantage: advantages[k],
                 ret: returns[k],
-                value: values[k],
             });
         }
         let before = self.step;
@@ -302,14 +300,19 @@ impl PpoTrainer {
                 let old_log_probs = rows_to_tensor(&rows, |r| &r.log_probs, c + nb);
                 let adv: Vec<f32> = rows.iter().map(|r| r.advantage).collect();
                 let ret: Vec<f32> = rows.iter().map(|r| r.ret).collect();
-                let old_v: Vec<f32> = rows.iter().map(|r| r.value).collect();
-                let (adv, ret, old_v) = (Tensor::from_slice(&adv).unsqueeze(1), Tensor::from_slice(&ret), Tensor::from_slice(&old_v));
+                let (adv, ret) = (Tensor::from_slice(&adv).unsqueeze(1), Tensor::from_slice(&ret));
+                // ML-Agents 0.28 stores the value estimates and the returns under one buffer
+                // key (`value_estimates_key` and `returns_key` are both `returns`), so the
+                // "old values" its value clipping reads are the returns: the clipped term
+                // never exceeds the plain one and the value loss is in effect (R - V)².
+                // Reproduced as written, since it sets how fast the critic learns.
+                let old_v = &ret;
                 let out = self.actor.forward(&obs, (total > 0).then_some(&masks), Some((&continuous, &discrete)), false);
                 let ratio = (&out.log_probs - &old_log_probs).exp();
                 let surrogate = (&ratio * &adv).min_other(&(ratio.clamp(1.0 - epsilon, 1.0 + epsilon) * &adv));
                 let policy_loss = -surrogate.mean(Kind::Float);
                 let v = self.critic.forward(&obs);
-                let v_clipped = &old_v + (&v - &old_v).clamp(-epsilon, epsilon);
+                let v_clipped = old_v + (&v - old_v).clamp(-epsilon, epsilon);
                 let value_loss = (&ret - &v).pow_tensor_scalar(2).max_other(&(&ret - &v_clipped).pow_tensor_scalar(2)).mean(Kind::Float);
                 let loss: Tensor = &policy_loss + &value_loss * 0.5 - out.entropy.mean(Kind::Float) * beta;
                 self.adam.zero_grad(&self.vs);
