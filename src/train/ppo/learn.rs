@@ -254,7 +254,7 @@ pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String
     let results = session.finish()?;
     match failure {
         None => Ok(results),
-        Some(e) if options.run_dir.is_some() => {
+        Some(e) if options.run_dir.is_some() && !results.is_empty() => {
             let saved: Vec<String> = results.iter().map(|(b, r)| format!("{b} at step {}", r.steps)).collect();
             Err(format!("{e} (checkpoints of the training so far were written: {})", saved.join(", ")))
         }
