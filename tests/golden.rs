@@ -171,3 +171,36 @@ fn bad_checkpoints_fail_clearly_and_write_nothing() {
     assert_eq!(files_in(&run), before, "a failed export wrote files");
     let _ = std::fs::remove_dir_all(run.parent().unwrap());
 }
+
+fn run_tool(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_mlagents-run")).args(args).output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+}
+
+/// `mlagents-run compare`: the golden `.onnx` and `.nn` act the same on the recorded inputs
+/// and on live decisions of their scene; a different policy with the same interface does not.
+#[test]
+fn compare_tells_same_from_different() {
+    let run = case_dir("discrete-masked").join("run");
+    let (onnx, nn, parity) = (run.join("GridWorld.onnx"), run.join("GridWorld.nn"), run.join("GridWorld.parity.json"));
+    let (code, log) = run_tool(&["compare", onnx.to_str().unwrap(), nn.to_str().unwrap(), "--parity", parity.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("16 decisions") && log.contains("same"), "{log}");
+    let (code, log) = run_tool(&["compare", onnx.to_str().unwrap(), nn.to_str().unwrap(), "--env", "sim:GridWorldVector", "--decisions", "20"]);
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("same"), "{log}");
+
+    // The same interface with other weights.
+    let record = ParityRecord::read(&parity).unwrap();
+    let other = temp_dir("compare-other").join("other.onnx");
+    let weights = mlagents::policy::Weights::random(&record.policy, 99);
+    std::fs::write(&other, mlagents::onnx::export::to_onnx_bytes(&record.policy, &weights).unwrap()).unwrap();
+    let (code, log) = run_tool(&["compare", onnx.to_str().unwrap(), other.to_str().unwrap(), "--parity", parity.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("DIFFERENT"), "{log}");
+    // And its parity check fails, naming the output.
+    let (code, log) = run_tool(&[other.to_str().unwrap(), "--env", "sim:GridWorldVector", "--parity", parity.to_str().unwrap(), "--episodes", "1"]);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("deterministic_discrete_actions") && log.contains("FAILED") && log.contains("NOT the file"), "{log}");
+    let _ = std::fs::remove_dir_all(other.parent().unwrap());
+}
