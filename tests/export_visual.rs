@@ -47,6 +47,8 @@ fn check(name: &str, observation_shapes: Vec<Vec<usize>>, action_spec: ActionSpe
         deterministic_continuous_actions: continuous.clone(),
         continuous_actions: continuous,
         deterministic_discrete_actions: discrete,
+        uniform: vec![],
+        discrete_actions: vec![],
     };
     record.validate().unwrap();
     let dir = std::env::temp_dir().join(format!("mlagents-visual-{name}-{}", std::process::id()));

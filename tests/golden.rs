@@ -100,7 +100,9 @@ fn runner_reproduces_the_training_outputs() {
             assert!(report.passed, "{case}.{ext}: {report:?}");
             assert_eq!(report.recorded_sha256.as_deref(), Some(report.sha256.as_str()), "{case}.{ext}");
             let continuous = record.policy.action_spec.continuous_size > 0;
-            assert_eq!(report.checks.len(), if continuous { 2 } else { 0 } + usize::from(!record.policy.action_spec.discrete_branches.is_empty()));
+            // Deterministic and sampled (recorded noise / uniform draws) for each kind of action.
+            let discrete = !record.policy.action_spec.discrete_branches.is_empty();
+            assert_eq!(report.checks.len(), 2 * (usize::from(continuous) + usize::from(discrete)), "{report:?}");
         }
     }
 }

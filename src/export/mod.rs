@@ -65,6 +65,8 @@ pub fn parity_record(checkpoint: &Checkpoint, files: BTreeMap<String, String>) -
         deterministic_continuous_actions: values("deterministic_continuous_actions"),
         continuous_actions: values("continuous_actions"),
         deterministic_discrete_actions: values("deterministic_discrete_actions").iter().map(|v| *v as i64).collect(),
+        uniform: values("uniform"),
+        discrete_actions: values("discrete_actions").iter().map(|v| *v as i64).collect(),
     })
 }
 

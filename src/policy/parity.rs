@@ -35,6 +35,30 @@ pub struct ParityRecord {
     pub continuous_actions: Vec<f32>,
     /// Argmax of each masked branch, `[batch, branches]`.
     pub deterministic_discrete_actions: Vec<i64>,
+    /// Uniform draws in [0, 1) `[batch, branches]` used for `discrete_actions` (empty in
+    /// records without sampled discrete actions).
+    #[serde(default)]
+    pub uniform: Vec<f32>,
+    /// Each branch sampled with `uniform` by [`inverse_cdf`] of its masked probabilities,
+    /// `[batch, branches]`.
+    #[serde(default)]
+    pub discrete_actions: Vec<i64>,
+}
+
+/// The class a uniform draw `u` picks from probabilities `p` (normalised here): the number of
+/// cumulative probabilities below `u`, at most the last class. Exports sample the same way
+/// when their `Multinomial` is replaced for a parity check.
+pub fn inverse_cdf(p: &[f32], u: f32) -> i64 {
+    let total: f32 = p.iter().sum();
+    let mut cumulative = 0.0f32;
+    let mut below = 0;
+    for v in p {
+        cumulative += v / total;
+        if cumulative < u {
+            below += 1;
+        }
+    }
+    below.min(p.len().saturating_sub(1) as i64)
 }
 
 /// Why a parity record cannot be used.
@@ -88,6 +112,11 @@ impl ParityRecord {
         expect("noise", self.noise.len(), spec.continuous_size)?;
         expect("deterministic_continuous_actions", self.deterministic_continuous_actions.len(), spec.continuous_size)?;
         expect("continuous_actions", self.continuous_actions.len(), spec.continuous_size)?;
-        expect("deterministic_discrete_actions", self.deterministic_discrete_actions.len(), spec.discrete_size())
+        expect("deterministic_discrete_actions", self.deterministic_discrete_actions.len(), spec.discrete_size())?;
+        if !self.uniform.is_empty() || !self.discrete_actions.is_empty() {
+            expect("uniform", self.uniform.len(), spec.discrete_size())?;
+            expect("discrete_actions", self.discrete_actions.len(), spec.discrete_size())?;
+        }
+        Ok(())
     }
 }

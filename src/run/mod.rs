@@ -13,7 +13,7 @@ mod tensors;
 pub use check::{check, ModelFacts};
 pub use nn::NnPolicy;
 pub use play::{play, PlayError, PlayReport, PolicyDriver};
-pub use onnx::{LoadOptions, OnnxInput, OnnxPolicy, NOISE_INPUT};
+pub use onnx::{LoadOptions, OnnxInput, OnnxPolicy, NOISE_INPUT, UNIFORM_INPUT};
 pub use parity::{check_parity, compare_models, record_steps, CompareReport, OutputCheck, ParityReport};
 pub use tensors::{NamedTensors, TensorData};
 
@@ -61,6 +61,14 @@ impl Policy {
         match self {
             Self::Onnx(p) => p.outputs(),
             Self::Nn(p) => p.outputs(),
+        }
+    }
+
+    /// Whether the (possibly rewritten) graph declares an input of this name.
+    pub fn declares_input(&self, name: &str) -> bool {
+        match self {
+            Self::Onnx(p) => p.inputs().iter().any(|i| i.name == name),
+            Self::Nn(p) => p.declares_input(name),
         }
     }
 }

@@ -36,6 +36,11 @@ impl NnPolicy {
         Ok(Self { model, inner })
     }
 
+    /// Whether the lowered graph declares an input of this name.
+    pub fn declares_input(&self, name: &str) -> bool {
+        self.inner.inputs().iter().any(|i| i.name == name)
+    }
+
     /// The parsed model.
     pub fn model(&self) -> &NnModel {
         &self.model

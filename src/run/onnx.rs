@@ -29,14 +29,18 @@ pub struct LoadOptions {
     /// Seed of the in-graph random ops (their own seed otherwise). The stream continues from
     /// run to run of one policy (one stream per batch size).
     pub seed: Option<u32>,
-    /// Take the Gaussian noise from an extra input, [`NOISE_INPUT`], instead of drawing it
-    /// (`RandomNormalLike` becomes an `Identity` of that input): sampled actions become
-    /// reproducible, for parity checks against recorded noise.
+    /// Take the randomness from extra inputs instead of drawing it, so that sampled actions
+    /// become reproducible for parity checks against recorded noise: the Gaussian noise from
+    /// [`NOISE_INPUT`] (`RandomNormalLike` becomes an `Identity` of it), and each discrete
+    /// branch's draw from column b of [`UNIFORM_INPUT`] (the b-th `Multinomial` becomes an
+    /// inverse-CDF sampler: the number of cumulative probabilities below u).
     pub noise_input: bool,
 }
 
 /// The extra input that carries the noise when [`LoadOptions::noise_input`] is set.
 pub const NOISE_INPUT: &str = "parity_noise";
+/// The extra input `[batch, branches]` of uniform draws in [0, 1) for the discrete branches.
+pub const UNIFORM_INPUT: &str = "parity_uniform";
 
 /// A loaded ONNX policy.
 pub struct OnnxPolicy {
@@ -183,15 +187,20 @@ fn input_dims(input: &pb::ValueInfoProto) -> Vec<Option<usize>> {
 
 /// The protobuf rewrites made before tract builds the graph (see the module docs).
 fn rewrite_for_tract(graph: &mut pb::GraphProto, options: LoadOptions) {
-    if options.noise_input && graph.node.iter().any(|n| n.op_type == "RandomNormalLike") {
-        graph.input.push(pb::ValueInfoProto {
-            name: NOISE_INPUT.into(),
-            r#type: Some(pb::TypeProto {
-                value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor { elem_type: 1, shape: None })),
-                ..Default::default()
-            }),
+    let unshaped_float_input = |name: &str| pb::ValueInfoProto {
+        name: name.into(),
+        r#type: Some(pb::TypeProto {
+            value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor { elem_type: 1, shape: None })),
             ..Default::default()
-        });
+        }),
+        ..Default::default()
+    };
+    if options.noise_input && graph.node.iter().any(|n| n.op_type == "RandomNormalLike") {
+        graph.input.push(unshaped_float_input(NOISE_INPUT));
+    }
+    if options.noise_input && graph.node.iter().any(|n| n.op_type == "Multinomial") {
+        graph.input.push(unshaped_float_input(UNIFORM_INPUT));
+        replace_multinomials(graph);
     }
     for node in &mut graph.node {
         if options.noise_input && node.op_type == "RandomNormalLike" {
@@ -231,6 +240,52 @@ fn rewrite_for_tract(graph: &mut pb::GraphProto, options: LoadOptions) {
             _ => {}
         }
     }
+}
+
+/// Replaces the b-th `Multinomial` (in graph order, as the branches are) by an inverse-CDF
+/// sampler fed by column b of [`UNIFORM_INPUT`]: p = exp(x) / sum, cdf = cumsum(p), choice =
+/// min(count(cdf < u), k - 1), as int64 `[batch, 1]`.
+fn replace_multinomials(graph: &mut pb::GraphProto) {
+    let float = |name: &str, values: Vec<f32>, dims: Vec<i64>| pb::TensorProto { name: name.into(), dims, data_type: 1, float_data: values, ..Default::default() };
+    graph.initializer.push(pb::TensorProto { name: "parity/axis".into(), dims: vec![], data_type: 7, int64_data: vec![1], ..Default::default() });
+    graph.initializer.push(float("parity/one", vec![1.0], vec![]));
+    graph.initializer.push(float("parity/two", vec![2.0], vec![]));
+    let node = |op: &str, inputs: Vec<String>, output: String, attribute: Vec<pb::AttributeProto>| pb::NodeProto {
+        op_type: op.into(),
+        name: output.clone(),
+        input: inputs,
+        output: vec![output],
+        attribute,
+        ..Default::default()
+    };
+    let ints = |name: &str, values: Vec<i64>| pb::AttributeProto { name: name.into(), ints: values, r#type: pb::attribute_proto::AttributeType::Ints as i32, ..Default::default() };
+    let mut rewritten = Vec::with_capacity(graph.node.len());
+    let mut branch = 0i64;
+    for original in std::mem::take(&mut graph.node) {
+        if original.op_type != "Multinomial" {
+            rewritten.push(original);
+            continue;
+        }
+        let (x, out) = (original.input[0].clone(), original.output[0].clone());
+        let n = |suffix: &str| format!("parity/branch_{branch}/{suffix}");
+        rewritten.push(node("Exp", vec![x], n("p"), vec![]));
+        rewritten.push(node("ReduceSum", vec![n("p")], n("sum"), vec![ints("axes", vec![1]), int_attribute("keepdims", 1)]));
+        rewritten.push(node("Div", vec![n("p"), n("sum")], n("probs"), vec![]));
+        rewritten.push(node("CumSum", vec![n("probs"), "parity/axis".into()], n("cdf"), vec![]));
+        rewritten.push(node("Slice", vec![UNIFORM_INPUT.into()], n("u"), vec![ints("starts", vec![branch]), ints("ends", vec![branch + 1]), ints("axes", vec![1])]));
+        rewritten.push(node("Less", vec![n("cdf"), n("u")], n("below"), vec![]));
+        rewritten.push(node("Cast", vec![n("below")], n("below_f"), vec![int_attribute("to", 1)]));
+        rewritten.push(node("ReduceSum", vec![n("below_f")], n("count"), vec![ints("axes", vec![1]), int_attribute("keepdims", 1)]));
+        // k - 1, from the shape at run time: every cdf value is below 2.
+        rewritten.push(node("Less", vec![n("cdf"), "parity/two".into()], n("all"), vec![]));
+        rewritten.push(node("Cast", vec![n("all")], n("all_f"), vec![int_attribute("to", 1)]));
+        rewritten.push(node("ReduceSum", vec![n("all_f")], n("k"), vec![ints("axes", vec![1]), int_attribute("keepdims", 1)]));
+        rewritten.push(node("Sub", vec![n("k"), "parity/one".into()], n("last"), vec![]));
+        rewritten.push(node("Min", vec![n("count"), n("last")], n("choice"), vec![]));
+        rewritten.push(node("Cast", vec![n("choice")], out, vec![int_attribute("to", 7)]));
+        branch += 1;
+    }
+    graph.node = rewritten;
 }
 
 fn int_attribute(name: &str, value: i64) -> pb::AttributeProto {

@@ -1,10 +1,13 @@
 //! Proving that an exported model computes what was trained: [`check_parity`] feeds a model
 //! the inputs of a parity record (as Unity would feed them, whatever the model's interface)
-//! and compares every action output with the training network's recorded outputs;
+//! and compares every action output with the training network's recorded outputs
+//! (deterministic ones, and sampled ones with the recorded noise and uniform draws in place of
+//! the model's own);
 //! [`compare_models`] runs two models on the same decision steps and compares their actions.
 
 use super::play::{PlayError, PolicyDriver};
-use super::{LoadOptions, NamedTensors, Policy, TensorData, NOISE_INPUT};
+use super::{LoadOptions, NamedTensors, Policy, TensorData, NOISE_INPUT, UNIFORM_INPUT};
+use crate::policy::parity::inverse_cdf;
 use crate::env::{DecisionSteps, ObservationBatch};
 use crate::policy::parity::ParityRecord;
 use crate::spec::{BehaviorSpec, ObservationSpec};
@@ -108,7 +111,7 @@ fn argmax(values: &[f32]) -> i64 {
     values.iter().enumerate().fold((0, f32::NEG_INFINITY), |best, (i, v)| if *v > best.1 { (i, *v) } else { best }).0 as i64
 }
 
-fn compare_discrete(output: &str, choices: &[Vec<i64>], recorded: &[i64], branches: usize) -> OutputCheck {
+fn compare_discrete(output: &str, recorded_name: &str, choices: &[Vec<i64>], recorded: &[i64], branches: usize) -> OutputCheck {
     let mut mismatched = 0;
     let mut max = 0.0f32;
     for (r, row) in choices.iter().enumerate() {
@@ -120,7 +123,7 @@ fn compare_discrete(output: &str, choices: &[Vec<i64>], recorded: &[i64], branch
             }
         }
     }
-    OutputCheck { output: output.into(), recorded: "deterministic_discrete_actions".into(), max_abs_error: max, mismatched_rows: mismatched, passed: mismatched == 0 }
+    OutputCheck { output: output.into(), recorded: recorded_name.into(), max_abs_error: max, mismatched_rows: mismatched, passed: mismatched == 0 }
 }
 
 /// Checks `model` against a parity record: deterministic actions (and, for continuous
@@ -143,11 +146,25 @@ pub fn check_parity(model: &Path, record: &ParityRecord, tolerance: f32) -> Resu
             .find_map(|k| outputs.get(*k).map(|t| (*k, t)))
             .ok_or_else(|| missing("deterministic continuous action"))?;
         checks.push(compare_continuous(name, "deterministic_continuous_actions", t, &record.deterministic_continuous_actions, n, c, tolerance));
-        // Sampled actions with the recorded noise in place of the model's own draws.
+    }
+    // Sampled actions with the recorded noise in place of the model's own draws.
+    let sampled_discrete = !branches.is_empty() && !record.discrete_actions.is_empty();
+    let sampled = if c > 0 || sampled_discrete {
         let sampling = Policy::load(model, LoadOptions { noise_input: true, ..Default::default() })?;
         let mut with_noise: NamedTensors = inputs.clone();
-        with_noise.insert(NOISE_INPUT.into(), TensorData { shape: vec![n, c], data: record.noise.clone() });
-        let sampled = sampling.run(&with_noise)?;
+        if c > 0 {
+            with_noise.insert(NOISE_INPUT.into(), TensorData { shape: vec![n, c], data: record.noise.clone() });
+        }
+        if sampling.declares_input(UNIFORM_INPUT) {
+            // Records without uniform draws: any value serves, the discrete samples are not checked.
+            let uniform = if sampled_discrete { record.uniform.clone() } else { vec![0.5; n * branches.len()] };
+            with_noise.insert(UNIFORM_INPUT.into(), TensorData { shape: vec![n, branches.len()], data: uniform });
+        }
+        Some(sampling.run(&with_noise)?)
+    } else {
+        None
+    };
+    if let (Some(sampled), true) = (&sampled, c > 0) {
         let (name, t) = ["continuous_actions", "action"].iter().find_map(|k| sampled.get(*k).map(|t| (*k, t))).ok_or_else(|| missing("continuous action"))?;
         checks.push(compare_continuous(name, "continuous_actions", t, &record.continuous_actions, n, c, tolerance));
     }
@@ -174,7 +191,34 @@ pub fn check_parity(model: &Path, record: &ParityRecord, tolerance: f32) -> Resu
             return Err(missing("discrete action"));
         };
         let name = if outputs.contains_key("deterministic_discrete_actions") { "deterministic_discrete_actions" } else { "action (argmax per branch)" };
-        checks.push(compare_discrete(name, &choices, &record.deterministic_discrete_actions, branches.len()));
+        checks.push(compare_discrete(name, "deterministic_discrete_actions", &choices, &record.deterministic_discrete_actions, branches.len()));
+    }
+    if let (Some(sampled), true) = (&sampled, sampled_discrete) {
+        let (name, choices): (&str, Vec<Vec<i64>>) = if let Some(t) = sampled.get("discrete_actions") {
+            ("discrete_actions", rows(t, n, branches.len()).into_iter().map(|r| r.iter().map(|v| v.round() as i64).collect()).collect())
+        } else if let Some(t) = sampled.get("action") {
+            // Log-probabilities (model API 2, .nn): sampled here as Unity would, with the draws.
+            let choices = rows(t, n, branches.iter().sum())
+                .into_iter()
+                .enumerate()
+                .map(|(r, row)| {
+                    let mut start = 0;
+                    branches
+                        .iter()
+                        .enumerate()
+                        .map(|(b, size)| {
+                            let p: Vec<f32> = row[start.min(row.len())..(start + size).min(row.len())].iter().map(|l| l.exp()).collect();
+                            start += size;
+                            inverse_cdf(&p, record.uniform[r * branches.len() + b])
+                        })
+                        .collect()
+                })
+                .collect();
+            ("action (sampled per branch)", choices)
+        } else {
+            return Err(missing("discrete action"));
+        };
+        checks.push(compare_discrete(name, "discrete_actions", &choices, &record.discrete_actions, branches.len()));
     }
     let file_name = model.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
     let recorded_sha256 = record.files.iter().find(|(name, _)| Path::new(name).extension() == model.extension() || **name == file_name).map(|(_, s)| s.clone());

@@ -1,8 +1,9 @@
 """The golden exports (models/golden/<case>/run) against the reference tools: each .onnx
 passes onnx.checker (full check), its sha256 is the one the parity record lists, and
 onnxruntime reproduces the training network's recorded outputs within 1e-5: deterministic
-actions as they are, and continuous actions sampled with the recorded noise (the
-RandomNormalLike node replaced by an input carrying that noise).
+actions as they are, continuous actions sampled with the recorded noise (the
+RandomNormalLike node replaced by an input carrying that noise), and discrete actions sampled
+with the recorded uniform draws from the probabilities onnxruntime computes.
 Usage: python peer_golden.py PATH/TO/models/golden"""
 import hashlib
 import json
@@ -31,6 +32,21 @@ def with_noise_input(model):
             del node.attribute[:]
     model.graph.input.append(onnx.helper.make_tensor_value_info("parity_noise", onnx.TensorProto.FLOAT, ["batch", None]))
     return model
+
+
+def with_branch_log_probs(model):
+    """The model with each Multinomial's input (a branch's log-probabilities) as an output."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    names = [node.input[0] for node in model.graph.node if node.op_type == "Multinomial"]
+    for name in names:
+        model.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+    return model, names
+
+
+def inverse_cdf(p, u):
+    """The class u picks: the number of cumulative probabilities below u, at most the last."""
+    p = p / p.sum()
+    return min(int((np.cumsum(p, dtype=np.float32) < u).sum()), len(p) - 1)
 
 
 def main(root):
@@ -70,6 +86,13 @@ def main(root):
                 errors["continuous_actions"] = float(np.abs(noisy - np.asarray(record["continuous_actions"]).reshape(n, c)).max())
             if branches:
                 errors["deterministic_discrete_actions"] = float(np.abs(out["deterministic_discrete_actions"] - np.asarray(record["deterministic_discrete_actions"]).reshape(n, -1)).max())
+                if record.get("uniform"):
+                    # Sampled with the recorded uniform draws, from onnxruntime's probabilities.
+                    exposed, names = with_branch_log_probs(model)
+                    log_probs = session(exposed).run(names, feeds)
+                    uniform = np.asarray(record["uniform"], np.float32).reshape(n, -1)
+                    sampled = np.array([[inverse_cdf(np.exp(lp[r]), uniform[r, b]) for b, lp in enumerate(log_probs)] for r in range(n)])
+                    errors["discrete_actions"] = float(np.abs(sampled - np.asarray(record["discrete_actions"]).reshape(n, -1)).max())
             problems += [f"{k} max abs error {v:.2e}" for k, v in errors.items() if not v <= TOLERANCE]
             ok = not problems
             passed += ok

@@ -210,12 +210,7 @@ impl Actor {
             continuous = sample;
         }
         let mut discrete = vec![];
-        let mut start = 0;
-        for (b, (layer, k)) in self.branches.iter().zip(&self.branch_sizes).enumerate() {
-            let logits = layer.forward(&h);
-            let allowed = masks.map_or_else(|| logits.ones_like(), |m| m.narrow(1, start, *k));
-            let masked: Tensor = &logits * &allowed - (allowed.ones_like() - &allowed) * 1e8;
-            let p = masked.softmax(1, Kind::Float);
+        for (b, p) in self.masked_probabilities(&h, masks).into_iter().enumerate() {
             let choice = match given {
                 Some((_, d)) => d.narrow(1, b as i64, 1),
                 None if deterministic => p.argmax(1, true),
@@ -224,11 +219,29 @@ impl Actor {
             log_probs.push((p.gather(1, &choice, false) + 1e-7).log());
             entropies.push(-(&p * (&p + 1e-7).log()).sum_dim_intlist(1, false, Kind::Float));
             discrete.push(choice);
-            start += k;
         }
         let discrete = if discrete.is_empty() { Tensor::zeros([n, 0], (Kind::Int64, h.device())) } else { Tensor::cat(&discrete, 1) };
         let entropy = entropies.into_iter().reduce(|a, b| a + b).unwrap_or_else(|| Tensor::zeros([n], (Kind::Float, h.device())));
         ActorOutput { continuous, discrete, log_probs: Tensor::cat(&log_probs, 1), entropy }
+    }
+
+    /// Each branch's probabilities `[n, k]`: softmax of logits·a − 1e8·(1 − a) (a = 1 allowed).
+    fn masked_probabilities(&self, h: &Tensor, masks: Option<&Tensor>) -> Vec<Tensor> {
+        let mut start = 0;
+        let mut probabilities = vec![];
+        for (layer, k) in self.branches.iter().zip(&self.branch_sizes) {
+            let logits = layer.forward(h);
+            let allowed = masks.map_or_else(|| logits.ones_like(), |m| m.narrow(1, start, *k));
+            let masked: Tensor = &logits * &allowed - (allowed.ones_like() - &allowed) * 1e8;
+            probabilities.push(masked.softmax(1, Kind::Float));
+            start += k;
+        }
+        probabilities
+    }
+
+    /// Each branch's masked probabilities for a batch of observations.
+    pub fn branch_probabilities(&self, observations: &[Tensor], masks: Option<&Tensor>) -> Vec<Tensor> {
+        tch::no_grad(|| self.masked_probabilities(&self.body.forward(observations), masks))
     }
 
     pub fn update_normalizers(&mut self, observations: &[Tensor]) {

@@ -421,6 +421,21 @@ impl PpoTrainer {
         if b > 0 {
             let choices: Vec<i64> = Vec::<i64>::try_from(out_det.discrete.flatten(0, -1)).unwrap_or_default();
             put("deterministic_discrete_actions", vec![n, b], choices.iter().map(|v| *v as f32).collect());
+            // Sampled with recorded uniform draws: the inverse CDF of each branch's probabilities.
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(step.wrapping_add(1));
+            let uniform: Vec<f32> = (0..n * b).map(|_| rand::Rng::random::<f32>(&mut rng)).collect();
+            let probabilities = self.actor.branch_probabilities(&obs, masks.as_ref());
+            let mut sampled = vec![0.0f32; n * b];
+            for (branch, p) in probabilities.iter().enumerate() {
+                let rows: Vec<f32> = Vec::<f32>::try_from(p.flatten(0, -1)).unwrap_or_default();
+                let k = rows.len() / n;
+                for r in 0..n {
+                    let choice = crate::policy::parity::inverse_cdf(&rows[r * k..(r + 1) * k], uniform[r * b + branch]);
+                    sampled[r * b + branch] = choice as f32;
+                }
+            }
+            put("uniform", vec![n, b], uniform);
+            put("discrete_actions", vec![n, b], sampled);
         }
         out
     }
