@@ -262,7 +262,8 @@ fn replace_multinomials(graph: &mut pb::GraphProto) {
     let mut rewritten = Vec::with_capacity(graph.node.len());
     let mut branch = 0i64;
     for original in std::mem::take(&mut graph.node) {
-        if original.op_type != "Multinomial" {
+        // (A malformed node is left as it is, for tract to report.)
+        if original.op_type != "Multinomial" || original.input.is_empty() || original.output.is_empty() {
             rewritten.push(original);
             continue;
         }
