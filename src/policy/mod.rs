@@ -347,6 +347,12 @@ pub fn reference_forward(
     n: usize,
 ) -> Result<(Vec<f32>, Vec<i64>), PolicyError> {
     description.check(weights)?;
+    let sizes: Vec<usize> = description.observation_shapes.iter().map(|s| s.iter().product()).collect();
+    let given: Vec<usize> = observations.iter().map(|o| o.len()).collect();
+    let total_actions: usize = description.action_spec.discrete_branches.iter().sum();
+    if given != sizes.iter().map(|s| s * n).collect::<Vec<_>>() || masks.is_some_and(|m| m.len() != n * total_actions) {
+        return Err(PolicyError::Unsupported(format!("{n} rows need observations of {sizes:?} floats per row (given {given:?} in all) and masks of {total_actions}")));
+    }
     let width = description.encoding_width();
     let mut encoding = vec![0.0; n * width];
     let mut offset = 0;
