@@ -118,7 +118,7 @@ fn several_behaviors_train_together() {
 #[test]
 fn a_trained_policy_exports_and_plays() {
     use mlagents::run::{play, LoadOptions, Policy, PolicyDriver};
-    let dir = std::env::temp_dir().join(format!("mlagents-train-export-{}", std::process::id()));
+    let dir = temp_dir("train-export");
     let options = LearnOptions { run_dir: Some(dir.clone()), ..LearnOptions::in_memory("sim:Simple1DDiscrete") };
     let results = learn(&dummy_config("1D", 3000, 16, 64, 5e-3, 1337), &options).unwrap();
     let onnx = results["1D"].onnx.clone().expect("exported");

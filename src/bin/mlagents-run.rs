@@ -31,7 +31,7 @@ use mlagents::policy::parity::ParityRecord;
 use mlagents::run::{check, check_parity, compare_models, record_steps, CompareReport, LoadOptions, ModelFacts, NamedTensors, OnnxPolicy, ParityReport, Policy, PolicyDriver};
 use mlagents::spec::{BehaviorName, MODEL_CONSTANTS};
 use serde_json::json;
-use sha2::Digest;
+use mlagents::train::checkpoint::sha256_hex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -264,9 +264,6 @@ fn compare(first: &Path, second: &Path, parity: Option<&Path>, env: Option<&str>
     Ok(compare_models(first, second, &name, &spec, &batches, tolerance)?)
 }
 
-fn sha256(bytes: &[u8]) -> String {
-    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
-}
 
 fn is_nn(path: &Path) -> bool {
     path.extension().is_some_and(|e| e.eq_ignore_ascii_case("nn"))
@@ -288,7 +285,7 @@ fn inspect_nn(path: &Path, bytes: &[u8]) -> Result<serde_json::Value> {
         "memories": model.memories.iter().map(|m| json!({"input": m.input, "output": m.output, "shape": m.shape})).collect::<Vec<_>>(),
         "layers": model.layers.len(),
         "histogram": histogram,
-        "sha256": sha256(bytes),
+        "sha256": sha256_hex(bytes),
     }))
 }
 
@@ -319,7 +316,7 @@ fn inspect_onnx(path: &Path, bytes: &[u8]) -> Result<serde_json::Value> {
         "outputs": policy.outputs().iter().map(|o| json!({"name": o, "shape_at_batch_1": outputs.get(o).map(|t| t.shape.clone())})).collect::<Vec<_>>(),
         "nodes": graph.node.len(),
         "histogram": histogram,
-        "sha256": sha256(bytes),
+        "sha256": sha256_hex(bytes),
     }))
 }
 

@@ -150,6 +150,11 @@ impl PolicyDescription {
         self.observation_shapes.iter().map(|s| if s.len() == 3 { self.hidden_units } else { s.iter().product::<usize>() }).sum()
     }
 
+    /// Floats per row of each observation (images flattened).
+    pub fn observation_sizes(&self) -> Vec<usize> {
+        self.observation_shapes.iter().map(|s| s.iter().product()).collect()
+    }
+
     /// Total width of the rank-1 observations.
     pub fn vector_width(&self) -> usize {
         self.observation_shapes.iter().filter(|s| s.len() == 1).map(|s| s[0]).sum()
@@ -347,7 +352,7 @@ pub fn reference_forward(
     n: usize,
 ) -> Result<(Vec<f32>, Vec<i64>), PolicyError> {
     description.check(weights)?;
-    let sizes: Vec<usize> = description.observation_shapes.iter().map(|s| s.iter().product()).collect();
+    let sizes = description.observation_sizes();
     let given: Vec<usize> = observations.iter().map(|o| o.len()).collect();
     let total_actions: usize = description.action_spec.discrete_branches.iter().sum();
     if given != sizes.iter().map(|s| s * n).collect::<Vec<_>>() || masks.is_some_and(|m| m.len() != n * total_actions) {
@@ -356,9 +361,8 @@ pub fn reference_forward(
     let width = description.encoding_width();
     let mut encoding = vec![0.0; n * width];
     let mut offset = 0;
-    for (i, shape) in description.observation_shapes.iter().enumerate() {
+    for (i, (shape, size)) in description.observation_shapes.iter().zip(sizes).enumerate() {
         if let Some(encoder) = SimpleVisualEncoder::of(shape) {
-            let size = shape.iter().product::<usize>();
             for r in 0..n {
                 let features = encode_image(&encoder, &observations[i][r * size..(r + 1) * size], weights, i)?;
                 encoding[r * width + offset..r * width + offset + features.len()].copy_from_slice(&features);
@@ -366,7 +370,6 @@ pub fn reference_forward(
             offset += description.hidden_units;
             continue;
         }
-        let size = shape[0];
         for r in 0..n {
             for k in 0..size {
                 let mut v = observations[i][r * size + k];

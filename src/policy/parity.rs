@@ -96,8 +96,7 @@ impl ParityRecord {
         if self.observations.len() != self.policy.observation_shapes.len() {
             return Err(format!("{} observation buffers for {} observations", self.observations.len(), self.policy.observation_shapes.len()));
         }
-        for (i, (buffer, shape)) in self.observations.iter().zip(&self.policy.observation_shapes).enumerate() {
-            let size: usize = shape.iter().product();
+        for (i, (buffer, size)) in self.observations.iter().zip(self.policy.observation_sizes()).enumerate() {
             if buffer.len() != n * size {
                 return Err(format!("observation {i} has {} values, {n} rows of {size} need {}", buffer.len(), n * size));
             }

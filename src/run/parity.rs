@@ -5,7 +5,7 @@
 //! the model's own);
 //! [`compare_models`] runs two models on the same decision steps and compares their actions.
 
-use super::play::{PlayError, PolicyDriver};
+use super::play::{argmax, split_branches, PlayError, PolicyDriver};
 use super::{LoadOptions, NamedTensors, Policy, TensorData, NOISE_INPUT, UNIFORM_INPUT};
 use crate::policy::parity::inverse_cdf;
 use crate::env::{DecisionSteps, ObservationBatch};
@@ -107,8 +107,26 @@ fn compare_continuous(output: &str, recorded_name: &str, t: &TensorData, recorde
     OutputCheck { output: output.into(), recorded: recorded_name.into(), max_abs_error: max, mismatched_rows: 0, passed: max <= tolerance }
 }
 
-fn argmax(values: &[f32]) -> i64 {
-    values.iter().enumerate().fold((0, f32::NEG_INFINITY), |best, (i, v)| if *v > best.1 { (i, *v) } else { best }).0 as i64
+/// The discrete choices `[n][branches]` in `outputs`: from the index output `indices` (model
+/// API 3; returns true), or by `choose(row, branch, log_probs)` on the per-branch
+/// log-probabilities of `action` (model API 2, `.nn`; returns false). None without either.
+fn discrete_choices(
+    outputs: &NamedTensors,
+    indices: &str,
+    n: usize,
+    branches: &[usize],
+    choose: impl Fn(usize, usize, &[f32]) -> i64,
+) -> Option<(bool, Vec<Vec<i64>>)> {
+    if let Some(t) = outputs.get(indices) {
+        return Some((true, rows(t, n, branches.len()).into_iter().map(|r| r.iter().map(|v| v.round() as i64).collect()).collect()));
+    }
+    let t = outputs.get("action")?;
+    let choices = rows(t, n, branches.iter().sum())
+        .iter()
+        .enumerate()
+        .map(|(r, row)| split_branches(row, branches).enumerate().map(|(b, log_probs)| choose(r, b, log_probs)).collect())
+        .collect();
+    Some((false, choices))
 }
 
 fn compare_discrete(output: &str, recorded_name: &str, choices: &[Vec<i64>], recorded: &[i64], branches: usize) -> OutputCheck {
@@ -169,55 +187,19 @@ pub fn check_parity(model: &Path, record: &ParityRecord, tolerance: f32) -> Resu
         checks.push(compare_continuous(name, "continuous_actions", t, &record.continuous_actions, n, c, tolerance));
     }
     if !branches.is_empty() {
-        let choices: Vec<Vec<i64>> = if let Some(t) = outputs.get("deterministic_discrete_actions") {
-            rows(t, n, branches.len()).into_iter().map(|r| r.iter().map(|v| v.round() as i64).collect()).collect()
-        } else if let Some(t) = outputs.get("action") {
-            // Model API 2 and .nn: log-probabilities per branch, concatenated.
-            rows(t, n, branches.iter().sum())
-                .into_iter()
-                .map(|row| {
-                    let mut start = 0;
-                    branches
-                        .iter()
-                        .map(|size| {
-                            let choice = argmax(&row[start.min(row.len())..(start + size).min(row.len())]);
-                            start += size;
-                            choice
-                        })
-                        .collect()
-                })
-                .collect()
-        } else {
-            return Err(missing("discrete action"));
-        };
-        let name = if outputs.contains_key("deterministic_discrete_actions") { "deterministic_discrete_actions" } else { "action (argmax per branch)" };
+        let (from_indices, choices) = discrete_choices(&outputs, "deterministic_discrete_actions", n, branches, |_, _, log_probs| argmax(log_probs) as i64)
+            .ok_or_else(|| missing("discrete action"))?;
+        let name = if from_indices { "deterministic_discrete_actions" } else { "action (argmax per branch)" };
         checks.push(compare_discrete(name, "deterministic_discrete_actions", &choices, &record.deterministic_discrete_actions, branches.len()));
     }
     if let (Some(sampled), true) = (&sampled, sampled_discrete) {
-        let (name, choices): (&str, Vec<Vec<i64>>) = if let Some(t) = sampled.get("discrete_actions") {
-            ("discrete_actions", rows(t, n, branches.len()).into_iter().map(|r| r.iter().map(|v| v.round() as i64).collect()).collect())
-        } else if let Some(t) = sampled.get("action") {
-            // Log-probabilities (model API 2, .nn): sampled here as Unity would, with the draws.
-            let choices = rows(t, n, branches.iter().sum())
-                .into_iter()
-                .enumerate()
-                .map(|(r, row)| {
-                    let mut start = 0;
-                    branches
-                        .iter()
-                        .enumerate()
-                        .map(|(b, size)| {
-                            let p: Vec<f32> = row[start.min(row.len())..(start + size).min(row.len())].iter().map(|l| l.exp()).collect();
-                            start += size;
-                            inverse_cdf(&p, record.uniform[r * branches.len() + b])
-                        })
-                        .collect()
-                })
-                .collect();
-            ("action (sampled per branch)", choices)
-        } else {
-            return Err(missing("discrete action"));
-        };
+        // Log-probabilities (model API 2, .nn) are sampled here as Unity would, with the draws.
+        let (from_indices, choices) = discrete_choices(sampled, "discrete_actions", n, branches, |r, b, log_probs| {
+            let p: Vec<f32> = log_probs.iter().map(|l| l.exp()).collect();
+            inverse_cdf(&p, record.uniform[r * branches.len() + b])
+        })
+        .ok_or_else(|| missing("discrete action"))?;
+        let name = if from_indices { "discrete_actions" } else { "action (sampled per branch)" };
         checks.push(compare_discrete(name, "discrete_actions", &choices, &record.discrete_actions, branches.len()));
     }
     let file_name = model.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();

@@ -249,16 +249,12 @@ impl PolicyDriver {
             }
             for a in 0..n {
                 let row = &t.data[a * width..(a + 1) * width];
-                let mut start = offset;
-                for (b, size) in branches.iter().enumerate() {
-                    let choice = if indices {
-                        row[b].round().clamp(0.0, (*size - 1) as f32) as i32
-                    } else {
-                        let logits = &row[start..start + size];
-                        if self.deterministic { argmax(logits) } else { sample(logits, &mut self.rng) }
-                    };
-                    discrete.push(choice);
-                    start += size;
+                if indices {
+                    discrete.extend(branches.iter().enumerate().map(|(b, size)| row[b].round().clamp(0.0, (*size - 1) as f32) as i32));
+                    continue;
+                }
+                for logits in split_branches(&row[offset..], &branches) {
+                    discrete.push(if self.deterministic { argmax(logits) as i32 } else { sample(logits, &mut self.rng) });
                 }
             }
         }
@@ -306,8 +302,19 @@ fn sensor(steps: &DecisionSteps, shape: Vec<usize>, index: usize, channels_first
     TensorData { shape: vec![n, c, h, w], data }
 }
 
-fn argmax(values: &[f32]) -> i32 {
-    values.iter().enumerate().fold((0, f32::NEG_INFINITY), |best, (i, v)| if *v > best.1 { (i, *v) } else { best }).0 as i32
+/// Index of the largest value (the first of equals).
+pub(super) fn argmax(values: &[f32]) -> usize {
+    values.iter().enumerate().fold((0, f32::NEG_INFINITY), |best, (i, v)| if *v > best.1 { (i, *v) } else { best }).0
+}
+
+/// One row of per-branch values laid side by side (`.nn` and model API 2 log-probabilities)
+/// as one slice per branch; a short row gives short or empty slices.
+pub(super) fn split_branches<'a>(row: &'a [f32], branches: &'a [usize]) -> impl Iterator<Item = &'a [f32]> + 'a {
+    branches.iter().scan(0usize, move |start, size| {
+        let slice = &row[(*start).min(row.len())..(*start + size).min(row.len())];
+        *start += size;
+        Some(slice)
+    })
 }
 
 /// Samples a class from log-probabilities as Unity does (exp(x - max), cumulative).

@@ -208,7 +208,7 @@ impl PpoTrainer {
 
     fn process(&mut self, t: Trajectory) {
         let n = t.steps.len();
-        let sizes: Vec<usize> = self.description.observation_shapes.iter().map(|s| s.iter().product()).collect();
+        let sizes = self.description.observation_sizes();
         let obs: Vec<Tensor> = sizes
             .iter()
             .enumerate()
@@ -281,7 +281,7 @@ impl PpoTrainer {
             r.advantage = a;
         }
         let (lr, beta, epsilon) = (self.learning_rate.value(self.step), self.beta.value(self.step), self.epsilon.value(self.step));
-        let sizes: Vec<usize> = self.description.observation_shapes.iter().map(|s| s.iter().product()).collect();
+        let sizes = self.description.observation_sizes();
         let c = self.description.action_spec.continuous_size;
         let nb = self.description.action_spec.discrete_size();
         let total = self.description.action_spec.mask_len();
@@ -390,9 +390,8 @@ impl PpoTrainer {
             out.0.insert(format!("{ROLLOUT_PREFIX}{name}"), WeightTensor { shape, data });
         };
         let mut obs = vec![];
-        for (i, shape) in self.description.observation_shapes.iter().enumerate() {
+        for (i, size) in self.description.observation_sizes().into_iter().enumerate() {
             let data: Vec<f32> = self.recent_inputs.iter().flat_map(|(o, _)| o[i].iter().copied()).collect();
-            let size: usize = shape.iter().product();
             obs.push(Tensor::from_slice(&data).reshape([n as i64, size as i64]));
             put(&format!("obs_{i}"), vec![n, size], data);
         }
