@@ -8,6 +8,11 @@ cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mlagents-rs-target}
 
+# The Unity-trained models and the peer set-up script live beside the checkout (../shared).
+MODELS=${MLAGENTS_MODELS:-../shared/models}
+[ -d "$MODELS/onnx" ] || { echo "Unity-trained models not found in $MODELS (check out beside ../shared, or set MLAGENTS_MODELS)" >&2; exit 1; }
+export MLAGENTS_MODELS=$(cd "$MODELS" && pwd)
+
 echo "== Rust tests"
 cargo build --bins --quiet
 cargo test --all-targets --quiet 2>&1
@@ -18,8 +23,6 @@ VENV=$(scripts/peer-venv.sh)
 "$VENV/bin/python" tests/peer/peer_envs.py "$CARGO_TARGET_DIR/debug/mlagents-sim" 2>/dev/null
 
 echo "== peer fidelity: Unity-trained ONNX policies (onnxruntime) play mlagents-sim"
-MODELS=${MLAGENTS_MODELS:-../shared/models}
-[ -d "$MODELS/onnx" ] || { echo "Unity-trained models not found in $MODELS (set MLAGENTS_MODELS)" >&2; exit 1; }
 "$VENV/bin/python" tests/peer/peer_fidelity.py "$CARGO_TARGET_DIR/debug/mlagents-sim" "$MODELS/onnx" 2>/dev/null
 
 echo "== peer ONNX parity: our tract runner against onnxruntime on every Unity-trained ONNX model"
