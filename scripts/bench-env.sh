@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SCENE=${1:-3DBall}
 STEPS=${2:-3000}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mlagents-rs-target}
+source scripts/lib.sh
 VENV=$(scripts/peer-venv.sh)
 cargo build --release --bin mlagents-sim -q
 cargo bench --bench env_steps --no-run -q

@@ -4,8 +4,8 @@
 # Usage: scripts/bench-policy.sh [MODELS_DIR]   (default ../shared/models)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MODELS=${1:-../shared/models}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mlagents-rs-target}
+source scripts/lib.sh
+MODELS=${1:-$(models_dir)}
 VENV=$(scripts/peer-venv.sh)
 cargo bench --bench policy_latency --no-run -q
 echo "machine: $(nproc) cores"

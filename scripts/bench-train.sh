@@ -13,9 +13,11 @@ SCENE=${1:-3DBall}
 CONFIG=${2:-tests/fixtures/config/$SCENE.yaml}
 TARGET=${3:-100}
 MAX_STEPS=${4:-}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mlagents-rs-target}
+source scripts/lib.sh
+require_cargo
+SETUP=$(shared_file tools/peer-setup.sh)
 TORCH_VENV=$(scripts/torch-venv.sh)
-bash ../shared/tools/peer-setup.sh "$TORCH_VENV" >&2   # adds the real trainer to the torch venv
+bash "$SETUP" "$TORCH_VENV" >&2   # adds the real trainer to the torch venv
 LIBTORCH_USE_PYTORCH=1 PATH="$TORCH_VENV/bin:$PATH" cargo build --release --quiet --features train --bins
 OUT=$(mktemp -d)
 if [ -n "$MAX_STEPS" ]; then

@@ -7,8 +7,9 @@
 # on the stand-ins. Installs libtorch (PyPI torch==2.13.0) on first use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mlagents-rs-target}
+source scripts/lib.sh
+require_cargo
+MODELS=$(models_dir)
 TORCH_VENV=$(scripts/torch-venv.sh)
 LIBTORCH_USE_PYTORCH=1 PATH="$TORCH_VENV/bin:$PATH" cargo build --release --quiet --features train --bins
 BIN="$CARGO_TARGET_DIR/release"
@@ -22,7 +23,6 @@ echo "== check the export, then play both formats after checking them against th
 "$BIN/mlagents-run" "$RESULTS/demo/Basic.onnx" --env sim:Basic --episodes 20 --deterministic --parity "$RESULTS/demo/Basic.parity.json"
 "$BIN/mlagents-run" "$RESULTS/demo/Basic.nn" --env sim:Basic --episodes 20 --deterministic --parity "$RESULTS/demo/Basic.parity.json"
 "$BIN/mlagents-run" compare "$RESULTS/demo/Basic.onnx" "$RESULTS/demo/Basic.nn" --env sim:Basic
-MODELS=${MLAGENTS_MODELS:-../shared/models}
 for model in nn/Basic.nn:Basic nn/3DBall.nn:3DBall onnx/3DBall.onnx:3DBall; do
   echo "== Unity-trained ${model%%:*} on sim:${model##*:}"
   "$BIN/mlagents-run" "$MODELS/${model%%:*}" --env "sim:${model##*:}" --episodes 20 --deterministic

@@ -7,9 +7,11 @@
 # Usage: scripts/make-reference-exports.sh   (needs the torch venv: scripts/torch-venv.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mlagents-rs-target}
+source scripts/lib.sh
+require_cargo
+SETUP=$(shared_file tools/peer-setup.sh)
 TORCH_VENV=$(scripts/torch-venv.sh)
-bash ../shared/tools/peer-setup.sh "$TORCH_VENV" >&2
+bash "$SETUP" "$TORCH_VENV" >&2
 cargo build --quiet --bin mlagents-sim
 SIM="$CARGO_TARGET_DIR/debug/mlagents-sim"
 OUT=$(mktemp -d)

@@ -3,8 +3,8 @@
 # tensorboard), installing it first when missing, with the project's shared peer-setup script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 VENV=${MLAGENTS_PEER_VENV:-$HOME/.cache/mlagents-envs-venv}
-SETUP=../shared/tools/peer-setup.sh
-[ -f "$SETUP" ] || SETUP=scripts/peer-setup.sh
+SETUP=$(shared_file tools/peer-setup.sh)
 bash "$SETUP" --envs-only "$VENV" >&2
 echo "$VENV"

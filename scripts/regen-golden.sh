@@ -7,7 +7,7 @@
 # Usage: scripts/regen-golden.sh [CASE...]   (default: every folder in models/golden)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mlagents-rs-target}
+source scripts/lib.sh
 TORCH_VENV=$(scripts/torch-venv.sh)
 LIBTORCH_USE_PYTORCH=1 PATH="$TORCH_VENV/bin:$PATH" cargo build --quiet --features train --bins
 BIN="$CARGO_TARGET_DIR/debug"

@@ -1,42 +1,104 @@
 #!/usr/bin/env bash
-# Sets up and runs every test: the Rust unit and integration tests (stand-in scenes as real
-# child processes over real sockets), then the peer test against the real Python
-# mlagents_envs 0.28.0 client (installed into a venv on first use).
+# Sets up and runs every test, in three phases (each may be run alone: scripts/test.sh PHASE...):
+#   rust   builds every target (binaries, examples, tests, benches) and runs the Rust unit and
+#          integration tests (stand-in scenes as real child processes over real sockets);
+#   peer   the real Python mlagents_envs 0.28.0 client, onnxruntime, onnx and TensorBoard
+#          against our binaries (venv installed into ~/.cache on first use); needs `rust` built;
+#   train  PPO on tch (the `train` feature; libtorch from PyPI's torch==2.13.0, installed into
+#          ~/.cache on first use).
+# Prints the wall time of each step at the end.
 set -euo pipefail
 shopt -s inherit_errexit 2>/dev/null || true
 cd "$(dirname "$0")/.."
-command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mlagents-rs-target}
+source scripts/lib.sh
+require_cargo
+MODELS=$(models_dir)
+export MLAGENTS_MODELS=$MODELS
+BIN="$CARGO_TARGET_DIR/debug"
 
-# The Unity-trained models and the peer set-up script live beside the checkout (../shared).
-MODELS=${MLAGENTS_MODELS:-../shared/models}
-[ -d "$MODELS/onnx" ] || { echo "Unity-trained models not found in $MODELS (check out beside ../shared, or set MLAGENTS_MODELS)" >&2; exit 1; }
-export MLAGENTS_MODELS=$(cd "$MODELS" && pwd)
+TIMES=()
+step_started=0
+step_name=""
+# Starts a timed step, closing the previous one.
+step() {
+  end_step
+  step_name=$1
+  step_started=$SECONDS
+  echo "== $1"
+}
+end_step() {
+  if [ -n "$step_name" ]; then TIMES+=("$(printf '%5d s  %s' $((SECONDS - step_started)) "$step_name")"); fi
+  step_name=""
+}
+report_times() {
+  end_step
+  echo "== wall time by step"
+  printf '  %s\n' "${TIMES[@]}"
+  echo "  total $SECONDS s"
+}
 
-echo "== Rust tests"
-cargo build --bins --quiet
-cargo test --all-targets --quiet 2>&1
-cargo test --doc --quiet 2>&1
+# Runs a peer test: its report (stdout) is always shown; its stderr only when it fails, so a
+# failure shows the traceback or the error line.
+peer() {
+  local log
+  log=$(mktemp)
+  if ! "$@" 2>"$log"; then
+    echo "-- stderr of the failed peer test ($*):" >&2
+    cat "$log" >&2
+    rm -f "$log"
+    return 1
+  fi
+  rm -f "$log"
+}
 
-echo "== peer test: mlagents_envs 0.28.0 drives mlagents-sim, every scene"
-VENV=$(scripts/peer-venv.sh)
-"$VENV/bin/python" tests/peer/peer_envs.py "$CARGO_TARGET_DIR/debug/mlagents-sim" 2>/dev/null
+phase_rust() {
+  step "build: every binary, example, test and bench (debug, dependencies at opt-level 2)"
+  cargo build --bins --examples --quiet
+  cargo test --all-targets --no-run --quiet 2>&1
+  step "Rust tests"
+  cargo test --all-targets --no-fail-fast --quiet 2>&1
+  cargo test --doc --quiet 2>&1
+}
 
-echo "== peer fidelity: Unity-trained ONNX policies (onnxruntime) play mlagents-sim"
-"$VENV/bin/python" tests/peer/peer_fidelity.py "$CARGO_TARGET_DIR/debug/mlagents-sim" "$MODELS/onnx" 2>/dev/null
+phase_peer() {
+  for binary in mlagents-sim mlagents-run examples/tensorboard_events examples/export_random; do
+    [ -x "$BIN/$binary" ] || { echo "missing $BIN/$binary: run the rust phase first (scripts/test.sh rust peer)" >&2; exit 1; }
+  done
+  step "peer venv: mlagents_envs 0.28.0, onnxruntime, onnx, tensorboard (installed on first use)"
+  local venv
+  venv=$(scripts/peer-venv.sh)
+  local python="$venv/bin/python"
+  step "peer test: mlagents_envs 0.28.0 drives mlagents-sim, every scene"
+  peer "$python" tests/peer/peer_envs.py "$BIN/mlagents-sim"
+  step "peer fidelity: Unity-trained ONNX policies (onnxruntime) play mlagents-sim"
+  peer "$python" tests/peer/peer_fidelity.py "$BIN/mlagents-sim" "$MODELS/onnx"
+  step "peer ONNX parity: our tract runner against onnxruntime on every Unity-trained ONNX model"
+  peer "$python" tests/peer/peer_onnx_parity.py "$BIN/mlagents-run" "$MODELS/onnx"
+  step "peer TensorBoard: TensorBoard's own reader reads our event files"
+  peer "$python" tests/peer/peer_tensorboard.py "$BIN/examples/tensorboard_events"
+  step "peer golden: the golden exports pass onnx.checker and onnxruntime reproduces their training outputs"
+  peer "$python" tests/peer/peer_golden.py models/golden
+  step "peer export: our ONNX exports pass onnx.checker and match onnxruntime"
+  peer "$python" tests/peer/peer_export.py "$BIN/examples/export_random" "$BIN/mlagents-run"
+}
 
-echo "== peer ONNX parity: our tract runner against onnxruntime on every Unity-trained ONNX model"
-"$VENV/bin/python" tests/peer/peer_onnx_parity.py "$CARGO_TARGET_DIR/debug/mlagents-run" "$MODELS/onnx"
+phase_train() {
+  step "torch venv: PyPI's torch==2.13.0 for libtorch (installed on first use)"
+  local torch_venv
+  torch_venv=$(scripts/torch-venv.sh)
+  export LIBTORCH_USE_PYTORCH=1 PATH="$torch_venv/bin:$PATH"
+  step "build: the train feature (tch)"
+  cargo test --features train --test train_ppo --test train_golden --no-run --quiet 2>&1
+  step "PPO on tch: training tests"
+  cargo test --features train --test train_ppo --test train_golden --no-fail-fast --quiet 2>&1 | grep -v '^\[INFO\]'
+}
 
-echo "== peer TensorBoard: TensorBoard's own reader reads our event files"
-"$VENV/bin/python" tests/peer/peer_tensorboard.py "$CARGO_TARGET_DIR/debug/examples/tensorboard_events"
-
-echo "== peer golden: the golden exports pass onnx.checker and onnxruntime reproduces their training outputs"
-"$VENV/bin/python" tests/peer/peer_golden.py models/golden
-
-echo "== peer export: our ONNX exports pass onnx.checker and match onnxruntime"
-"$VENV/bin/python" tests/peer/peer_export.py "$CARGO_TARGET_DIR/debug/examples/export_random" "$CARGO_TARGET_DIR/debug/mlagents-run"
-
-echo "== PPO on tch (the train feature; libtorch from PyPI's torch==2.13.0, installed on first use)"
-TORCH_VENV=$(scripts/torch-venv.sh)
-LIBTORCH_USE_PYTORCH=1 PATH="$TORCH_VENV/bin:$PATH" cargo test --features train --test train_ppo --test train_golden --quiet 2>&1 | grep -v '^\[INFO\]'
+phases=("$@")
+[ ${#phases[@]} -gt 0 ] || phases=(rust peer train)
+trap report_times EXIT
+for phase in "${phases[@]}"; do
+  case $phase in
+    rust|peer|train) "phase_$phase" ;;
+    *) echo "unknown phase '$phase' (phases: rust, peer, train)" >&2; exit 2 ;;
+  esac
+done

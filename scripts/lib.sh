@@ -1,0 +1,35 @@
+# Sourced by the scripts in this folder (not run on its own): where the build goes, where the
+# shared material lives, and clear errors when something the scripts need is missing.
+
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mlagents-rs-target}
+
+# The project's shared folder (specs, Unity-trained models, the peer set-up script) is checked
+# out beside the repository as ../shared; MLAGENTS_SHARED points elsewhere.
+SHARED_DIR=${MLAGENTS_SHARED:-../shared}
+
+require_cargo() {
+  command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
+}
+
+# Prints the path of a file under the shared folder, or stops naming what is missing and how
+# to provide it.
+shared_file() {
+  local path="$SHARED_DIR/$1"
+  if [ ! -e "$path" ]; then
+    echo "missing: $path (the project's shared folder is expected beside the checkout as ../shared;" \
+      "check it out there or set MLAGENTS_SHARED to its path)" >&2
+    exit 1
+  fi
+  echo "$path"
+}
+
+# The Unity-trained models used by the tests and the demo (MLAGENTS_MODELS overrides).
+models_dir() {
+  local dir=${MLAGENTS_MODELS:-$SHARED_DIR/models}
+  if [ ! -d "$dir/onnx" ] || [ ! -d "$dir/nn" ]; then
+    echo "missing: the Unity-trained models in $dir (check out beside ../shared, set MLAGENTS_SHARED," \
+      "or set MLAGENTS_MODELS to a folder holding onnx/ and nn/)" >&2
+    exit 1
+  fi
+  (cd "$dir" && pwd)
+}
