@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::temp_dir;
+use common::{finish, spawn_learn, temp_dir};
 use mlagents::train::config::RunOptions;
 use mlagents::train::ppo::learn::{learn, LearnOptions};
 use std::time::Duration;
@@ -147,23 +147,6 @@ fn a_trained_policy_exports_and_plays() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-
-/// Starts `mlagents-learn CONFIG --run-id ID --env sim:Simple1DDiscrete --results-dir DIR EXTRA...`.
-fn spawn_learn(config: &std::path::Path, run_id: &str, results: &std::path::Path, extra: &[&str]) -> std::process::Child {
-    std::process::Command::new(env!("CARGO_BIN_EXE_mlagents-learn"))
-        .args([config.to_str().unwrap(), "--run-id", run_id, "--env", "sim:Simple1DDiscrete", "--results-dir"])
-        .arg(results)
-        .args(extra)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn finish(child: std::process::Child) -> (bool, String) {
-    let out = child.wait_with_output().unwrap();
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
-}
 
 /// Ctrl-C during training: the trainer finishes the step, writes a checkpoint that loads,
 /// closes the environment, exports, and exits 0.

@@ -44,7 +44,8 @@ fn run() -> Result<()> {
         other => bail!("--onnx-api {other}: only 3 and 2 are written"),
     };
     let under_results = cli.results_dir.join(&cli.run_id);
-    let run_dir = if under_results.is_dir() { under_results } else { PathBuf::from(&cli.run_id) };
+    let as_given = PathBuf::from(&cli.run_id);
+    let run_dir = if under_results.exists() || !as_given.is_dir() { under_results } else { as_given };
     let exported = export_run(&run_dir, cli.behavior.as_deref(), cli.checkpoint, ExportOptions { onnx_api })?;
     for e in exported {
         println!("{} (step {}): {}", e.behavior, e.step, e.onnx.display());

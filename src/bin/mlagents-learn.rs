@@ -7,7 +7,8 @@
 //! (finish the step, checkpoint, close, export, exit 0). Vector observations and images (the
 //! `simple` encoder).
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
+use mlagents::train::run_folder::{RunFolder, StartMode};
 use clap::Parser;
 use mlagents::train::config::RunOptions;
 use mlagents::train::ppo::learn::{learn, LearnOptions};
@@ -118,15 +119,13 @@ fn run() -> Result<()> {
         run.env_settings.env_args = Some(cli.env_args.clone());
     }
     run.debug |= cli.debug;
+    run.check_run_settings(&cli.config.display().to_string())?;
     let env = cli.env.or(run.env_settings.env_path.clone());
     let results_dir = PathBuf::from(&run.checkpoint_settings.results_dir);
     let run_dir = results_dir.join(&run.checkpoint_settings.run_id);
     let resume = run.checkpoint_settings.resume;
-    if resume && !run_dir.exists() {
-        bail!("cannot resume: {} does not exist (drop --resume to start a new run)", run_dir.display());
-    }
-    if run_dir.exists() && !resume && !run.checkpoint_settings.force {
-        bail!("{} already exists; use --resume to continue it or --force to overwrite it", run_dir.display());
+    if resume && run.checkpoint_settings.force {
+        log::warn!("both --resume and --force were given; resuming (as mlagents-learn does)");
     }
     let initialize_from = run.checkpoint_settings.initialize_from.as_ref().filter(|_| !resume).map(|from| {
         let as_path = PathBuf::from(from);
@@ -137,14 +136,30 @@ fn run() -> Result<()> {
             bail!("--initialize-from: run folder {} does not exist", from.display());
         }
     }
-    std::fs::create_dir_all(&run_dir).with_context(|| format!("creating {}", run_dir.display()))?;
-    mlagents::train::checkpoint::write_atomic(&run_dir.join("configuration.yaml"), run.to_yaml().as_bytes())?;
-    let options = LearnOptions { env, run_dir: Some(run_dir.clone()), timeout_wait: Duration::from_secs(cli.timeout_wait), resume, initialize_from };
+    let mode = match (resume, run.checkpoint_settings.force) {
+        (true, _) => StartMode::Resume,
+        (false, true) => StartMode::Force,
+        (false, false) => StartMode::New,
+    };
+    // Held (locked) until the end of the process.
+    let folder = RunFolder::open(&run_dir, mode)?;
+    let options = LearnOptions {
+        env,
+        run_dir: Some(folder.path().to_path_buf()),
+        timeout_wait: Duration::from_secs(cli.timeout_wait),
+        resume,
+        initialize_from,
+        configuration_yaml: Some(run.to_yaml()),
+    };
     let results = learn(&run, &options).map_err(anyhow::Error::msg)?;
     for (behavior, r) in results {
         let tail = &r.episode_returns[r.episode_returns.len().saturating_sub(100)..];
-        let mean = tail.iter().sum::<f32>() / tail.len().max(1) as f32;
-        println!("{behavior}: {} steps, mean return of the last {} episodes {mean:.3}, exported {:?}", r.steps, tail.len(), r.onnx);
+        let returns = match tail.len() {
+            0 => "no episode ended in this session".to_string(),
+            n => format!("mean return of the last {n} episodes {:.3}", tail.iter().sum::<f32>() / n as f32),
+        };
+        let exported = r.onnx.as_ref().map_or_else(|| "nothing exported".to_string(), |p| format!("exported {}", p.display()));
+        println!("{behavior}: {} steps, {returns}, {exported}", r.steps);
     }
     Ok(())
 }

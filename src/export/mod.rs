@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 pub enum ExportError {
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
-    #[error("behavior {behavior}: {source}")]
-    Policy { behavior: String, source: PolicyError },
+    #[error("behavior {behavior}: {problem}")]
+    Policy { behavior: String, problem: PolicyError },
     #[error("writing {path}: {detail}")]
     Write { path: String, detail: String },
     #[error("{0}")]
@@ -74,7 +74,7 @@ pub fn parity_record(checkpoint: &Checkpoint, files: BTreeMap<String, String>) -
 /// `out_dir` from a verified checkpoint.
 pub fn export_checkpoint(checkpoint: &Checkpoint, out_dir: &Path, stem: &str, options: ExportOptions, with_parity: bool) -> Result<Exported, ExportError> {
     let d = &checkpoint.description;
-    let policy_error = |source| ExportError::Policy { behavior: d.behavior.clone(), source };
+    let policy_error = |problem| ExportError::Policy { behavior: d.behavior.clone(), problem };
     let weights = checkpoint.actor_weights()?;
     let onnx = to_onnx_api_bytes(&d.policy, &weights, options.onnx_api).map_err(policy_error)?;
     let (nn, nn_skipped) = match crate::barracuda::export::to_nn(&d.policy, &weights) {
@@ -125,12 +125,20 @@ pub fn run_behaviors(run_dir: &Path) -> Vec<String> {
 /// Exports a run: for each behavior (or the one named), its latest usable checkpoint (or the
 /// one at `step`) becomes `<Behavior>.onnx`, `.nn` and `.parity.json` in the run folder.
 pub fn export_run(run_dir: &Path, behavior: Option<&str>, step: Option<u64>, options: ExportOptions) -> Result<Vec<Exported>, ExportError> {
+    if run_dir.exists() && !run_dir.is_dir() {
+        return Err(ExportError::Run(format!("{} is a file, not a run folder", run_dir.display())));
+    }
     if !run_dir.is_dir() {
         return Err(ExportError::Run(format!("run folder {} does not exist", run_dir.display())));
     }
+    let with_checkpoints = run_behaviors(run_dir);
     let behaviors = match behavior {
+        Some(b) if !with_checkpoints.iter().any(|w| w == b) => {
+            let known = if with_checkpoints.is_empty() { "none".to_string() } else { with_checkpoints.join(", ") };
+            return Err(ExportError::Run(format!("no checkpoint of behavior {b} in {} (behaviors with checkpoints: {known})", run_dir.display())));
+        }
         Some(b) => vec![b.to_string()],
-        None => run_behaviors(run_dir),
+        None => with_checkpoints,
     };
     if behaviors.is_empty() {
         return Err(ExportError::Run(format!("{} holds no checkpoints", run_dir.display())));

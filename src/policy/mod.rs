@@ -37,6 +37,10 @@ pub enum PolicyError {
     Missing { name: String },
     #[error("weight {name:?} has shape {found:?}, the description needs {expected:?}")]
     Shape { name: String, expected: Vec<usize>, found: Vec<usize> },
+    #[error("weight {name:?} holds {count} non-finite value(s) (the first, {value}, at index {index}): the training diverged or the file was edited; export an earlier checkpoint (--checkpoint STEP)")]
+    NonFinite { name: String, index: usize, value: f32, count: usize },
+    #[error("the description cannot fit its weights: {0}")]
+    Bounds(String),
     #[error("cannot read weights: {0}")]
     Read(String),
     #[error("{0}")]
@@ -145,6 +149,47 @@ impl SimpleVisualEncoder {
 }
 
 impl PolicyDescription {
+    /// Checks that the sizes the description names are ones `tensor_count` tensors can hold,
+    /// before anything is sized or listed from them (a description is read from a file).
+    pub fn check_bounds(&self, tensor_count: usize) -> Result<(), PolicyError> {
+        const LARGEST: usize = 1 << 26;
+        let bounds = |what: String| Err(PolicyError::Bounds(what));
+        if self.num_layers > tensor_count {
+            return bounds(format!("num_layers {} is more than the {tensor_count} tensors hold", self.num_layers));
+        }
+        for shape in &self.observation_shapes {
+            if shape.iter().try_fold(1usize, |n, d| n.checked_mul(*d)).is_none_or(|n| n > LARGEST) {
+                return bounds(format!("observation shape {shape:?} is larger than {LARGEST} values"));
+            }
+        }
+        let actions = &self.action_spec;
+        let sizes = [self.hidden_units, actions.continuous_size, actions.discrete_branches.len()];
+        if sizes.iter().chain(&actions.discrete_branches).any(|s| *s > LARGEST) {
+            return bounds(format!("hidden_units {} or the action spec {actions} is larger than {LARGEST}", self.hidden_units));
+        }
+        Ok(())
+    }
+
+    /// What differs between this description (a checkpoint's) and `other` (this run's), one
+    /// `field: checkpoint X, configuration Y` per field; empty when they are equal.
+    pub fn differences(&self, other: &Self) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut compare = |field: &str, ours: String, theirs: String| {
+            if ours != theirs {
+                found.push(format!("{field}: checkpoint {ours}, this run {theirs}"));
+            }
+        };
+        compare("format_version", self.format_version.to_string(), other.format_version.to_string());
+        compare("observation shapes", format!("{:?}", self.observation_shapes), format!("{:?}", other.observation_shapes));
+        compare("continuous actions", self.action_spec.continuous_size.to_string(), other.action_spec.continuous_size.to_string());
+        compare("discrete branches", format!("{:?}", self.action_spec.discrete_branches), format!("{:?}", other.action_spec.discrete_branches));
+        compare("hidden_units", self.hidden_units.to_string(), other.hidden_units.to_string());
+        compare("num_layers", self.num_layers.to_string(), other.num_layers.to_string());
+        compare("normalize", self.normalize.to_string(), other.normalize.to_string());
+        compare("memory_size", self.memory_size.to_string(), other.memory_size.to_string());
+        found
+    }
+
     /// Width of the concatenated observation encodings.
     pub fn encoding_width(&self) -> usize {
         self.observation_shapes.iter().map(|s| if s.len() == 3 { self.hidden_units } else { s.iter().product::<usize>() }).sum()
@@ -219,6 +264,10 @@ impl PolicyDescription {
             let found = weights.0.get(&name).ok_or_else(|| PolicyError::Missing { name: name.clone() })?;
             if found.shape != expected || found.data.len() != expected.iter().product::<usize>() {
                 return Err(PolicyError::Shape { name, expected, found: found.shape.clone() });
+            }
+            if let Some((index, value)) = found.data.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+                let count = found.data.iter().filter(|v| !v.is_finite()).count();
+                return Err(PolicyError::NonFinite { name, index, value: *value, count });
             }
         }
         Ok(())

@@ -48,8 +48,8 @@ pub enum CheckpointError {
     Version { path: String, found: u32, supported: u32 },
     #[error("{path} is damaged: its sha256 is {found}, the checkpoint recorded {expected} (torn write or edited file)")]
     Torn { path: String, expected: String, found: String },
-    #[error("{path}: {source}")]
-    Weights { path: String, source: PolicyError },
+    #[error("{path}: {problem}")]
+    Weights { path: String, problem: PolicyError },
 }
 
 /// Adam's hyperparameters and step count (its moments are tensors in the weights file).
@@ -125,12 +125,13 @@ impl Checkpoint {
     /// The actor's tensors only: what a policy export needs.
     pub fn actor_weights(&self) -> Result<Weights, CheckpointError> {
         let path = self.path.display().to_string();
+        self.description.policy.check_bounds(self.tensors.0.len()).map_err(|problem| CheckpointError::Weights { path: path.clone(), problem })?;
         let mut weights = Weights::default();
         for (name, _) in self.description.policy.weight_shapes() {
-            let tensor = self.tensors.get(&name).map_err(|source| CheckpointError::Weights { path: path.clone(), source })?;
+            let tensor = self.tensors.get(&name).map_err(|problem| CheckpointError::Weights { path: path.clone(), problem })?;
             weights.0.insert(name, tensor.clone());
         }
-        self.description.policy.check(&weights).map_err(|source| CheckpointError::Weights { path, source })?;
+        self.description.policy.check(&weights).map_err(|problem| CheckpointError::Weights { path, problem })?;
         Ok(weights)
     }
 
@@ -172,6 +173,14 @@ impl Checkpoint {
                 crate::policy::POLICY_FORMAT_VERSION
             )));
         }
+        let file_name = json_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let named = format!("{}.json", stem(&description.behavior, description.step));
+        if file_name != named {
+            return Err(bad(format!(
+                "it describes step {} of behavior {} (a file named {named}), not what its name says; it was renamed or edited",
+                description.step, description.behavior
+            )));
+        }
         if description.weights_file.contains(['/', '\\']) {
             return Err(bad(format!("weights_file {:?} must be a file name beside the description", description.weights_file)));
         }
@@ -181,8 +190,12 @@ impl Checkpoint {
         if found != description.weights_sha256 {
             return Err(CheckpointError::Torn { path: weights_path.display().to_string(), expected: description.weights_sha256, found });
         }
-        let tensors = Weights::from_safetensors(&bytes).map_err(|source| CheckpointError::Weights { path: weights_path.display().to_string(), source })?;
-        Ok(Self { description, tensors, path: json_path.to_path_buf() })
+        let tensors = Weights::from_safetensors(&bytes).map_err(|problem| CheckpointError::Weights { path: weights_path.display().to_string(), problem })?;
+        let checkpoint = Self { description, tensors, path: json_path.to_path_buf() };
+        // The actor must fit its description and hold finite numbers: otherwise the
+        // checkpoint is unusable (and `latest` falls back to the previous one).
+        checkpoint.actor_weights()?;
+        Ok(checkpoint)
     }
 }
 

@@ -9,6 +9,7 @@ pub mod config;
 pub mod gae;
 #[cfg(feature = "train")]
 pub mod ppo;
+pub mod run_folder;
 pub mod run_logs;
 pub mod schedule;
 pub mod stats;

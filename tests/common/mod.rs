@@ -59,3 +59,22 @@ pub const GOLDEN_CASES: [(&str, &str); 4] = [("discrete-masked", "GridWorld"), (
 pub fn golden_case_dir(case: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/golden").join(case)
 }
+
+/// Starts `mlagents-learn CONFIG --run-id ID --env sim:Simple1DDiscrete --results-dir DIR EXTRA...`.
+#[cfg(feature = "train")]
+pub fn spawn_learn(config: &std::path::Path, run_id: &str, results: &std::path::Path, extra: &[&str]) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_mlagents-learn"))
+        .args([config.to_str().unwrap(), "--run-id", run_id, "--env", "sim:Simple1DDiscrete", "--results-dir"])
+        .arg(results)
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for a child and returns whether it succeeded, with its stdout and stderr.
+pub fn finish(child: std::process::Child) -> (bool, String) {
+    let out = child.wait_with_output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+}

@@ -54,12 +54,16 @@ pub struct LearnOptions {
     /// `--initialize-from`: another run folder whose latest checkpoints give the initial
     /// weights (step 0, fresh optimizer).
     pub initialize_from: Option<PathBuf>,
+    /// The resolved configuration, written to `<run>/configuration.yaml` once every behavior
+    /// present at the first reset has its trainer (for `--resume`: once its checkpoint has
+    /// loaded), so a failed start or resume leaves the earlier record as it was.
+    pub configuration_yaml: Option<String>,
 }
 
 impl LearnOptions {
     /// Options for `env` with nothing written to disk.
     pub fn in_memory(env: &str) -> Self {
-        Self { env: Some(env.into()), run_dir: None, timeout_wait: Duration::from_secs(60), resume: false, initialize_from: None }
+        Self { env: Some(env.into()), run_dir: None, timeout_wait: Duration::from_secs(60), resume: false, initialize_from: None, configuration_yaml: None }
     }
 }
 
@@ -116,7 +120,14 @@ fn side_channels(run: &RunOptions, stats: StatsChannel) -> Vec<SharedSideChannel
 /// `--initialize-from` (or the behavior's `init_path`).
 fn create_trainer(run: &RunOptions, options: &LearnOptions, name: &str, spec: &crate::spec::BehaviorSpec, seed: u64) -> Result<PpoTrainer, String> {
     let brain = BehaviorName::parse(name).name;
-    let settings = run.settings_for(&brain).ok_or_else(|| format!("behavior name {brain} has not been specified in the configuration"))?.clone();
+    let settings = run
+        .settings_for(&brain)
+        .ok_or_else(|| {
+            let named: Vec<&str> = run.behaviors.keys().map(String::as_str).collect();
+            let named = if named.is_empty() { "no behavior".to_string() } else { named.join(", ") };
+            format!("the environment's behavior {brain} is not in the configuration, which names {named}; add it under behaviors: or give default_settings")
+        })?
+        .clone();
     let tensorboard = options.run_dir.as_ref().map(|d| d.join(&brain));
     if let (Some(dir), false) = (&tensorboard, options.resume) {
         // As ML-Agents: a new (not resumed) run starts its TensorBoard files afresh.
@@ -213,10 +224,11 @@ pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String
     };
     let workers = run.env_settings.num_envs.max(1);
     let stats_channels: Vec<StatsChannel> = (0..workers).map(|_| shared(StatsSideChannel::new())).collect();
+    // Before the environments start: a stop asked for while they start is not lost.
+    install_stop_handlers();
     let mut envs = VecEnv::new(workers, |w| VecEnv::worker_options(&base, w, &|w| side_channels(run, stats_channels[w as usize].clone())))
         .map_err(|e| e.to_string())?;
     envs.reset().map_err(|e| e.to_string())?;
-    install_stop_handlers();
     let mut session = Session {
         run,
         options,
@@ -227,6 +239,7 @@ pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String
         timers: Timers::default(),
         progress: progress_bar(),
         checkpoints: BTreeMap::new(),
+        configuration_pending: options.configuration_yaml.as_deref(),
     };
     let mut failure = None;
     loop {
@@ -255,7 +268,13 @@ pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String
     match failure {
         None => Ok(results),
         Some(e) if options.run_dir.is_some() && !results.is_empty() => {
-            let saved: Vec<String> = results.iter().map(|(b, r)| format!("{b} at step {}", r.steps)).collect();
+            let saved: Vec<String> = results
+                .iter()
+                .map(|(b, r)| match r.checkpoints.last() {
+                    Some(step) => format!("{b} at step {step}"),
+                    None => format!("none of {b} in this session"),
+                })
+                .collect();
             Err(format!("{e} (checkpoints of the training so far were written: {})", saved.join(", ")))
         }
         Some(e) => Err(e),
@@ -277,12 +296,15 @@ struct Session<'a> {
     progress: indicatif::ProgressBar,
     /// Steps of the checkpoints written, per behavior.
     checkpoints: BTreeMap<String, Vec<u64>>,
+    /// `configuration.yaml`, until it is written (after the first round of trainers).
+    configuration_pending: Option<&'a str>,
 }
 
 impl Session<'_> {
     /// Acts for every behavior of every environment, trains where a buffer is full, writes due
     /// checkpoints and steps the environments. Returns false once every trainer is done.
     fn advance(&mut self, envs: &mut VecEnv, stats_channels: &[StatsChannel]) -> Result<bool, String> {
+        let mut checkpointed = false;
         for (worker, env) in envs.envs_mut().iter_mut().enumerate() {
             for name in env.behavior_names() {
                 // Without self-play, the teams of one behavior share its policy, as ML-Agents'
@@ -303,7 +325,7 @@ impl Session<'_> {
                 let trainer = self.trainers.get_mut(&parsed.name).expect("inserted above");
                 let timers = &mut self.timers;
                 let (decisions, terminals) = env.get_steps(&name).map_err(|e| e.to_string())?;
-                let (actions, chosen) = timers.time("act", || trainer.act(&decisions));
+                let (actions, chosen) = timers.time("act", || trainer.act(&decisions))?;
                 if trainer.should_train() {
                     let source = agent_source(worker, parsed.team_id);
                     timers.time("process_trajectory", || trainer.ingest(source, &decisions, &terminals, chosen));
@@ -314,13 +336,24 @@ impl Session<'_> {
                 if let (Some(step), Some(dir)) = (trainer.pending_checkpoint.take(), &self.options.run_dir) {
                     timers.time("save_checkpoint", || save_checkpoint(trainer, dir, step))?;
                     self.checkpoints.entry(trainer.behavior.clone()).or_default().push(step);
+                    checkpointed = true;
                 }
                 env.set_actions(&name, actions).map_err(|e| e.to_string())?;
             }
         }
+        if let (true, Some(dir)) = (checkpointed, &self.options.run_dir) {
+            // As ML-Agents: the status lists the checkpoints as they are written, so it is
+            // true after a crash too.
+            let behaviors: Vec<String> = self.trainers.keys().cloned().collect();
+            write_training_status(dir, &behaviors, &BTreeMap::new()).map_err(|e| format!("training_status.json: {e}"))?;
+        }
+        if let (Some(yaml), Some(dir)) = (self.configuration_pending.take(), &self.options.run_dir) {
+            let path = dir.join("configuration.yaml");
+            checkpoint::write_atomic(&path, yaml.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
         for trainer in self.trainers.values_mut() {
             if trainer.should_train() {
-                self.timers.time("update_policy", || trainer.maybe_update());
+                self.timers.time("update_policy", || trainer.maybe_update())?;
             }
         }
         update_progress(&self.progress, &self.trainers);
@@ -348,7 +381,9 @@ impl Session<'_> {
         let mut final_steps = BTreeMap::new();
         for trainer in self.trainers.values() {
             let mut onnx = None;
-            if let Some(dir) = &self.options.run_dir {
+            if trainer.diverged {
+                log::warn!("{}: not checkpointed (its weights are not finite); its last checkpoint on disk is its last good one", trainer.behavior);
+            } else if let Some(dir) = &self.options.run_dir {
                 let saved = save_checkpoint(trainer, dir, trainer.step)?;
                 self.checkpoints.entry(trainer.behavior.clone()).or_default().push(trainer.step);
                 let exported = export_checkpoint(&saved, dir, &trainer.behavior, ExportOptions::default(), true).map_err(|e| e.to_string())?;

@@ -214,7 +214,9 @@ impl Actor {
             let choice = match given {
                 Some((_, d)) => d.narrow(1, b as i64, 1),
                 None if deterministic => p.argmax(1, true),
-                None => p.multinomial(1, true),
+                // Probabilities that are not finite (the network diverged) cannot be sampled:
+                // any index serves, since the trainer refuses non-finite outputs (`act`).
+                None => p.f_multinomial(1, true).unwrap_or_else(|_| p.argmax(1, true)),
             };
             log_probs.push((p.gather(1, &choice, false) + 1e-7).log());
             entropies.push(-(&p * (&p + 1e-7).log()).sum_dim_intlist(1, false, Kind::Float));

@@ -73,6 +73,16 @@ pub struct PpoTrainer {
     pub pending_checkpoint: Option<u64>,
     /// Mean episode reward of the last summary (recorded with checkpoints).
     last_mean_reward: Option<f32>,
+    /// An update produced a non-finite loss or non-finite weights: the weights are not to be
+    /// saved (the last checkpoint on disk is the last good one).
+    pub diverged: bool,
+}
+
+/// The name of a variable holding a NaN or an infinity, if any.
+fn first_non_finite_variable(vs: &tch::nn::VarStore) -> Option<String> {
+    let mut variables: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    variables.sort_by(|a, b| a.0.cmp(&b.0));
+    variables.into_iter().find(|(_, t)| t.isfinite().all().int64_value(&[]) == 0).map(|(name, _)| name)
 }
 
 fn rows_to_tensor(rows: &[&Row], get: impl Fn(&Row) -> &[f32], width: usize) -> Tensor {
@@ -141,6 +151,7 @@ impl PpoTrainer {
             next_checkpoint: 0,
             pending_checkpoint: None,
             last_mean_reward: None,
+            diverged: false,
         })
     }
 
@@ -149,11 +160,12 @@ impl PpoTrainer {
         self.step <= self.settings.max_steps
     }
 
-    /// Samples actions for the agents that need a decision.
-    pub fn act(&mut self, steps: &DecisionSteps) -> (ActionTuple, Vec<Decision>) {
+    /// Samples actions for the agents that need a decision. Outputs that are not finite (a
+    /// diverged network) are an error, and mark the trainer [`diverged`](Self::diverged).
+    pub fn act(&mut self, steps: &DecisionSteps) -> Result<(ActionTuple, Vec<Decision>), String> {
         let n = steps.len();
         if n == 0 {
-            return (ActionTuple::zeros(&self.description.action_spec, 0), vec![]);
+            return Ok((ActionTuple::zeros(&self.description.action_spec, 0), vec![]));
         }
         let obs: Vec<Tensor> = steps.obs.iter().map(|b| Tensor::from_slice(&b.data).reshape([n as i64, b.agent_len() as i64])).collect();
         let total = self.description.action_spec.mask_len();
@@ -165,6 +177,10 @@ impl PpoTrainer {
         let discrete: Vec<i64> = Vec::<i64>::try_from(out.discrete.flatten(0, -1)).unwrap_or_default();
         let log_probs: Vec<f32> = Vec::<f32>::try_from(out.log_probs.flatten(0, -1)).unwrap_or_default();
         let entropy: Vec<f32> = Vec::<f32>::try_from(out.entropy).unwrap_or_default();
+        if raw.iter().chain(&log_probs).any(|v| !v.is_finite()) {
+            self.diverged = true;
+            return Err(self.divergence("the policy's outputs became non-finite", self.learning_rate.value(self.step)));
+        }
         for e in entropy {
             self.stats.add("Policy/Entropy", e, StatsAggregation::Average);
         }
@@ -189,7 +205,7 @@ impl PpoTrainer {
             continuous: raw.iter().map(|v| v.clamp(-3.0, 3.0) / 3.0).collect(),
             discrete: discrete.iter().map(|d| *d as i32).collect(),
         };
-        (actions, decisions)
+        Ok((actions, decisions))
     }
 
     /// Takes one environment step of one source of agents (a worker, or one team of a worker;
@@ -270,10 +286,13 @@ impl PpoTrainer {
     }
 
     /// Runs an update when the buffer holds more than `buffer_size` experiences.
-    pub fn maybe_update(&mut self) {
+    /// Trains on the buffer once it holds more than `buffer_size` steps. An update whose loss
+    /// is not finite stops before the optimizer step; one that leaves non-finite weights marks
+    /// the trainer [`diverged`](Self::diverged). Either is an error that says what to change.
+    pub fn maybe_update(&mut self) -> Result<(), String> {
         let h = self.settings.hyperparameters.clone();
         if self.buffer.len() <= h.buffer_size {
-            return;
+            return Ok(());
         }
         let mut advantages: Vec<f32> = self.buffer.iter().map(|r| r.advantage).collect();
         standardize(&mut advantages);
@@ -315,14 +334,23 @@ impl PpoTrainer {
                 let v_clipped = old_v + (&v - old_v).clamp(-epsilon, epsilon);
                 let value_loss = (&ret - &v).pow_tensor_scalar(2).max_other(&(&ret - &v_clipped).pow_tensor_scalar(2)).mean(Kind::Float);
                 let loss: Tensor = &policy_loss + &value_loss * 0.5 - out.entropy.mean(Kind::Float) * beta;
+                let (policy_value, value_value) = (policy_loss.double_value(&[]), value_loss.double_value(&[]));
+                if !(policy_value.is_finite() && value_value.is_finite() && loss.double_value(&[]).is_finite()) {
+                    self.buffer.clear();
+                    return Err(self.divergence(&format!("the loss became non-finite (policy loss {policy_value}, value loss {value_value})"), lr));
+                }
                 self.adam.zero_grad(&self.vs);
                 loss.backward();
                 self.adam.step(&self.vs, lr);
-                policy_losses.push(policy_loss.double_value(&[]).abs() as f32);
-                value_losses.push(value_loss.double_value(&[]) as f32);
+                policy_losses.push(policy_value.abs() as f32);
+                value_losses.push(value_value as f32);
             }
         }
         self.buffer.clear();
+        if let Some(name) = first_non_finite_variable(&self.vs) {
+            self.diverged = true;
+            return Err(self.divergence(&format!("the update left non-finite values in {name}"), lr));
+        }
         for (tag, values) in [("Losses/Policy Loss", policy_losses), ("Losses/Value Loss", value_losses)] {
             if let Some(mean) = StatsAggregation::Average.aggregate(&values) {
                 self.stats.add(tag, mean, StatsAggregation::Average);
@@ -331,6 +359,15 @@ impl PpoTrainer {
         self.stats.add("Policy/Learning Rate", lr as f32, StatsAggregation::Average);
         self.stats.add("Policy/Epsilon", epsilon as f32, StatsAggregation::Average);
         self.stats.add("Policy/Beta", beta as f32, StatsAggregation::Average);
+        Ok(())
+    }
+
+    /// The error for a diverged update.
+    fn divergence(&self, what: &str, learning_rate: f64) -> String {
+        format!(
+            "training of {} diverged at step {}: {what}; training stopped (lower learning_rate, now {learning_rate:e}, or check the rewards and observations)",
+            self.behavior, self.step
+        )
     }
 
     /// The actor's weights as a backend-neutral policy.
@@ -442,12 +479,12 @@ impl PpoTrainer {
     /// Loads a checkpoint's actor, critic and normalisers, and, when `resume`, Adam's state
     /// and the step count (`--initialize-from` starts again at step 0 with fresh Adam).
     pub fn restore(&mut self, checkpoint: &Checkpoint, resume: bool) -> Result<(), String> {
-        if checkpoint.description.policy != self.description {
+        let differences = checkpoint.description.policy.differences(&self.description);
+        if !differences.is_empty() {
             return Err(format!(
-                "{}: the checkpoint's network ({:?}) differs from this run's ({:?})",
+                "{}: the checkpoint's network differs from this run's ({}); resume with the run's own configuration.yaml, or start a new network with --initialize-from",
                 checkpoint.path.display(),
-                checkpoint.description.policy,
-                self.description
+                differences.join("; ")
             ));
         }
         let skipped = load_variables(&self.vs, &checkpoint.tensors);
