@@ -18,7 +18,15 @@ pub enum ConfigError {
     Unsupported { file: String, line: usize, what: String, detail: String },
     #[error("{file}: {message}")]
     Invalid { file: String, message: String },
+    #[error("{file}, line {line}: {key} of {behavior} is {value}; {rule}")]
+    OutOfRange { file: String, line: usize, behavior: String, key: String, value: String, rule: String },
 }
+
+/// Every `trainer_type` ML-Agents 0.28 knows (this trainer implements `ppo`).
+pub const KNOWN_TRAINER_TYPES: [&str; 3] = ["ppo", "sac", "poca"];
+
+/// Networks whose weights and optimizer state need more bytes than this get a warning.
+const MEMORY_WARNING_BYTES: f64 = 4.0 * (1u64 << 30) as f64;
 
 /// PPO hyperparameters as the YAML gives them (all optional).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -341,6 +349,25 @@ impl RunOptions {
         self.behaviors.get(brain_name).or(self.default_settings.as_ref())
     }
 
+    /// Checks the run-wide settings once command-line flags have overridden the YAML: engine
+    /// settings (`--time-scale`, `--width`, ...), `--num-envs`. `file` names the configuration.
+    pub fn check_run_settings(&self, file: &str) -> Result<(), ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid { file: file.into(), message };
+        let e = &self.engine_settings;
+        if !(e.time_scale.is_finite() && e.time_scale > 0.0) {
+            return Err(invalid(format!("time_scale is {} (engine_settings.time_scale or --time-scale); it must be a finite number above 0", e.time_scale)));
+        }
+        for (key, value) in [("width", e.width), ("height", e.height)] {
+            if value < 1 {
+                return Err(invalid(format!("{key} is {value} (engine_settings.{key} or --{key}); it must be at least 1")));
+            }
+        }
+        if self.env_settings.num_envs < 1 {
+            return Err(invalid("num_envs is 0 (env_settings.num_envs or --num-envs); it must be at least 1".into()));
+        }
+        Ok(())
+    }
+
     /// The resolved configuration as `configuration.yaml` holds it.
     pub fn to_yaml(&self) -> String {
         serde_norway::to_string(self).unwrap_or_default()
@@ -378,6 +405,16 @@ impl Context<'_> {
         let b = base.unwrap_or(&empty);
         let trainer_type = s.trainer_type.clone().or_else(|| b.trainer_type.clone()).unwrap_or_else(|| "ppo".into());
         if trainer_type != "ppo" {
+            if !KNOWN_TRAINER_TYPES.contains(&trainer_type.as_str()) {
+                return Err(ConfigError::OutOfRange {
+                    file: self.file.into(),
+                    line: self.line_of("trainer_type", name),
+                    behavior: name.into(),
+                    key: "trainer_type".into(),
+                    value: trainer_type,
+                    rule: format!("ML-Agents knows {}", KNOWN_TRAINER_TYPES.join(", ")),
+                });
+            }
             return Err(self.unsupported(&format!("trainer_type {trainer_type} of {name}"), "trainer_type", name, "only ppo"));
         }
         for (key, present) in [
@@ -442,7 +479,16 @@ impl Context<'_> {
                 message: format!("{name}: reward_signals has no extrinsic signal (the only one this trainer implements)"),
             });
         }
-        let int = |v: Option<f64>, default: u64| v.map(|x| x.max(0.0) as u64).unwrap_or(default);
+        let steps = |key: &str, v: Option<f64>, least: f64| -> Result<Option<u64>, ConfigError> {
+            match v {
+                Some(x) if !x.is_finite() || x < least || x > u64::MAX as f64 => {
+                    Err(self.out_of_range(name, key, x, &format!("it must be a whole number of steps, at least {least}")))
+                }
+                other => Ok(other.map(|x| x as u64)),
+            }
+        };
+        let checkpoint_interval = steps("checkpoint_interval", s.checkpoint_interval.or(b.checkpoint_interval), 1.0)?;
+        let max_steps = steps("max_steps", s.max_steps.or(b.max_steps), 0.0)?;
         let settings = TrainerSettings {
             trainer_type,
             hyperparameters,
@@ -450,8 +496,8 @@ impl Context<'_> {
             reward_signals,
             init_path: s.init_path.clone().or_else(|| b.init_path.clone()),
             keep_checkpoints: s.keep_checkpoints.or(b.keep_checkpoints).unwrap_or(5),
-            checkpoint_interval: int(s.checkpoint_interval.or(b.checkpoint_interval), 500_000),
-            max_steps: int(s.max_steps.or(b.max_steps), 500_000),
+            checkpoint_interval: checkpoint_interval.unwrap_or(500_000),
+            max_steps: max_steps.unwrap_or(500_000),
             time_horizon: s.time_horizon.or(b.time_horizon).unwrap_or(64),
             summary_freq: s.summary_freq.or(b.summary_freq).unwrap_or(50_000),
             threaded: s.threaded.or(b.threaded).unwrap_or(false),
@@ -464,7 +510,73 @@ impl Context<'_> {
         if settings.time_horizon == 0 || settings.summary_freq == 0 || h.num_epoch == 0 {
             return Err(invalid("time_horizon, summary_freq and num_epoch must be positive".into()));
         }
+        self.check_ranges(name, &settings)?;
         Ok(settings)
+    }
+
+    fn out_of_range(&self, behavior: &str, key: &str, value: impl std::fmt::Display, rule: &str) -> ConfigError {
+        ConfigError::OutOfRange {
+            file: self.file.into(),
+            line: self.line_of(key, behavior),
+            behavior: behavior.into(),
+            key: key.into(),
+            value: value.to_string(),
+            rule: rule.into(),
+        }
+    }
+
+    /// The ranges 0.28 leaves unchecked (its own checks are in [`Self::resolve`]): no NaN or
+    /// infinity anywhere, positive sizes, probabilities and discounts in [0, 1]; warnings for
+    /// values that train but are likely mistakes, or networks that will not fit in memory.
+    fn check_ranges(&self, name: &str, settings: &TrainerSettings) -> Result<(), ConfigError> {
+        let h = &settings.hyperparameters;
+        let extrinsic = &settings.reward_signals["extrinsic"];
+        type Rule = (&'static str, fn(f64) -> bool);
+        const POSITIVE: Rule = ("it must be a finite number above 0", |v| v.is_finite() && v > 0.0);
+        const NON_NEGATIVE: Rule = ("it must be a finite number, 0 or more", |v| v.is_finite() && v >= 0.0);
+        const UNIT: Rule = ("it must be a finite number between 0 and 1", |v| (0.0..=1.0).contains(&v));
+        const FINITE: Rule = ("it must be a finite number", f64::is_finite);
+        let reals: [(&str, f64, Rule); 6] = [
+            ("learning_rate", h.learning_rate, POSITIVE),
+            ("beta", h.beta, NON_NEGATIVE),
+            ("epsilon", h.epsilon, POSITIVE),
+            ("lambd", h.lambd, UNIT),
+            ("gamma", extrinsic.gamma, UNIT),
+            ("strength", extrinsic.strength, FINITE),
+        ];
+        for (key, value, (rule, holds)) in reals {
+            if !holds(value) {
+                return Err(self.out_of_range(name, key, value, rule));
+            }
+        }
+        let network = &settings.network_settings;
+        for (key, value) in [("hidden_units", network.hidden_units), ("num_layers", network.num_layers)] {
+            if value == 0 {
+                return Err(self.out_of_range(name, key, value, "it must be at least 1"));
+            }
+        }
+        if settings.keep_checkpoints < 1 {
+            return Err(self.out_of_range(name, "keep_checkpoints", settings.keep_checkpoints, "at least 1 checkpoint must be kept"));
+        }
+        if h.learning_rate > 1.0 {
+            log::warn!("{}: learning_rate of {name} is {} (above 1); training is likely to diverge", self.file, h.learning_rate);
+        }
+        if h.epsilon >= 1.0 {
+            log::warn!("{}: epsilon of {name} is {} (1 or more): the PPO clip no longer limits the update", self.file, h.epsilon);
+        }
+        // Weights, gradients and Adam's two moments, for the actor and the critic.
+        let parameters = (network.hidden_units as f64).powi(2) * network.num_layers as f64 * 2.0;
+        let bytes = parameters * 4.0 * 4.0;
+        if bytes > MEMORY_WARNING_BYTES {
+            log::warn!(
+                "{}: the networks of {name} ({} hidden units x {} layers) need about {:.1} GiB for weights and optimizer state; they may not fit in memory",
+                self.file,
+                network.hidden_units,
+                network.num_layers,
+                bytes / f64::from(1 << 30)
+            );
+        }
+        Ok(())
     }
 
     fn network(&self, name: &str, s: Option<&RawNetworkSettings>, b: Option<&RawNetworkSettings>) -> Result<NetworkSettings, ConfigError> {
@@ -486,17 +598,30 @@ impl Context<'_> {
 
     fn parameter(&self, key: &str, value: RawParameter) -> Result<EnvironmentParameter, ConfigError> {
         let invalid = |message: String| ConfigError::Invalid { file: self.file.into(), message: format!("environment parameter {key}: {message}") };
+        let finite = |what: &str, v: f64| if v.is_finite() { Ok(v) } else { Err(invalid(format!("{what} is {v}; it must be a finite number"))) };
         match value {
-            RawParameter::Constant(v) => Ok(EnvironmentParameter::Constant(v)),
+            RawParameter::Constant(v) => Ok(EnvironmentParameter::Constant(finite("the value", v)?)),
             RawParameter::Curriculum { .. } => {
                 Err(self.unsupported(&format!("the curriculum of environment parameter {key}"), "curriculum", key, "constants and samplers only"))
             }
             RawParameter::Sampler { sampler_type, sampler_parameters: p } => {
-                let number = |k: &str| p.get(k).and_then(|v| v.as_f64()).ok_or_else(|| invalid(format!("{sampler_type} needs a number {k}")));
+                let number = |k: &str| p.get(k).and_then(|v| v.as_f64()).ok_or_else(|| invalid(format!("{sampler_type} needs a number {k}"))).and_then(|v| finite(k, v));
                 let seed = p.get("seed").and_then(|v| v.as_i64()).unwrap_or(-1) as i32;
                 match sampler_type.as_str() {
-                    "uniform" => Ok(EnvironmentParameter::Uniform { min_value: number("min_value")?, max_value: number("max_value")?, seed }),
-                    "gaussian" => Ok(EnvironmentParameter::Gaussian { mean: number("mean")?, st_dev: number("st_dev")?, seed }),
+                    "uniform" => {
+                        let (min_value, max_value) = (number("min_value")?, number("max_value")?);
+                        if min_value > max_value {
+                            return Err(invalid(format!("min_value {min_value} is above max_value {max_value}")));
+                        }
+                        Ok(EnvironmentParameter::Uniform { min_value, max_value, seed })
+                    }
+                    "gaussian" => {
+                        let st_dev = number("st_dev")?;
+                        if st_dev < 0.0 {
+                            return Err(invalid(format!("st_dev is {st_dev}; it must be 0 or more")));
+                        }
+                        Ok(EnvironmentParameter::Gaussian { mean: number("mean")?, st_dev, seed })
+                    }
                     "multirangeuniform" => {
                         let intervals = p
                             .get("intervals")
@@ -506,7 +631,8 @@ impl Context<'_> {
                             .map(|pair| {
                                 let pair = pair.as_sequence().filter(|s| s.len() == 2);
                                 pair.and_then(|s| Some((s[0].as_f64()?, s[1].as_f64()?)))
-                                    .ok_or_else(|| invalid("each interval is [min, max]".into()))
+                                    .filter(|(low, high)| low.is_finite() && high.is_finite() && low <= high)
+                                    .ok_or_else(|| invalid("each interval is [min, max], two finite numbers with min <= max".into()))
                             })
                             .collect::<Result<_, _>>()?;
                         Ok(EnvironmentParameter::MultiRangeUniform { intervals, seed })
@@ -587,6 +713,70 @@ mod tests {
     fn a_behavior_needs_the_extrinsic_signal() {
         let e = RunOptions::from_yaml("behaviors:\n  B:\n    reward_signals: {}\n", "t.yaml").unwrap_err();
         assert!(e.to_string().contains("no extrinsic signal"), "{e}");
+    }
+
+    #[test]
+    fn numbers_out_of_range_name_key_behavior_and_line() {
+        let cases = [
+            ("hyperparameters:\n      learning_rate: .nan\n", "learning_rate", 4),
+            ("hyperparameters:\n      learning_rate: .inf\n", "learning_rate", 4),
+            ("hyperparameters:\n      learning_rate: -0.001\n", "learning_rate", 4),
+            ("hyperparameters:\n      learning_rate: 0\n", "learning_rate", 4),
+            ("hyperparameters:\n      beta: -1\n", "beta", 4),
+            ("hyperparameters:\n      epsilon: -0.2\n", "epsilon", 4),
+            ("hyperparameters:\n      lambd: 2\n", "lambd", 4),
+            ("reward_signals:\n      extrinsic:\n        gamma: 2\n", "gamma", 5),
+            ("reward_signals:\n      extrinsic:\n        gamma: -1\n", "gamma", 5),
+            ("reward_signals:\n      extrinsic:\n        strength: .nan\n", "strength", 5),
+            ("network_settings:\n      hidden_units: 0\n", "hidden_units", 4),
+            ("network_settings:\n      num_layers: 0\n", "num_layers", 4),
+            ("checkpoint_interval: 0\n", "checkpoint_interval", 3),
+            ("checkpoint_interval: .nan\n", "checkpoint_interval", 3),
+            ("max_steps: -1\n", "max_steps", 3),
+            ("keep_checkpoints: 0\n", "keep_checkpoints", 3),
+            ("keep_checkpoints: -1\n", "keep_checkpoints", 3),
+            ("trainer_type: bogus\n", "trainer_type", 3),
+        ];
+        for (body, key, line) in cases {
+            let yaml = format!("behaviors:\n  Basic:\n    {body}");
+            let e = RunOptions::from_yaml(&yaml, "t.yaml").unwrap_err();
+            let text = e.to_string();
+            assert!(matches!(e, ConfigError::OutOfRange { .. }), "{yaml}: {text}");
+            assert!(text.contains(key) && text.contains("Basic") && text.contains(&format!("line {line}")), "{yaml}: {text}");
+        }
+        let e = RunOptions::from_yaml("behaviors:\n  B:\n    trainer_type: bogus\n", "t.yaml").unwrap_err().to_string();
+        assert!(e.contains("ppo, sac, poca"), "{e}");
+        // The limits themselves are accepted.
+        let edges = "behaviors:\n  B:\n    hyperparameters: {beta: 0, lambd: 1}\n    reward_signals:\n      extrinsic: {gamma: 0, strength: -1}\n    max_steps: 0\n    keep_checkpoints: 1\n";
+        RunOptions::from_yaml(edges, "t.yaml").unwrap();
+    }
+
+    #[test]
+    fn run_settings_are_checked_after_the_flags() {
+        let mut o = RunOptions::from_yaml("behaviors:\n  B: {}\n", "t.yaml").unwrap();
+        o.check_run_settings("t.yaml").unwrap();
+        for time_scale in [f32::NAN, -1.0, 0.0, f32::INFINITY] {
+            o.engine_settings.time_scale = time_scale;
+            assert!(o.check_run_settings("t.yaml").unwrap_err().to_string().contains("time_scale"));
+        }
+        o.engine_settings.time_scale = 20.0;
+        o.env_settings.num_envs = 0;
+        assert!(o.check_run_settings("t.yaml").unwrap_err().to_string().contains("--num-envs"));
+    }
+
+    #[test]
+    fn environment_parameters_must_be_finite_and_ordered() {
+        let cases = [
+            "environment_parameters:\n  mass: .nan\n",
+            "environment_parameters:\n  s:\n    sampler_type: uniform\n    sampler_parameters: {min_value: 2, max_value: 1}\n",
+            "environment_parameters:\n  s:\n    sampler_type: gaussian\n    sampler_parameters: {mean: 0, st_dev: -1}\n",
+            "environment_parameters:\n  s:\n    sampler_type: uniform\n    sampler_parameters: {min_value: .nan, max_value: 1}\n",
+            "environment_parameters:\n  s:\n    sampler_type: multirangeuniform\n    sampler_parameters: {intervals: [[3, 1]]}\n",
+        ];
+        for yaml in cases {
+            let e = RunOptions::from_yaml(yaml, "t.yaml").unwrap_err().to_string();
+            assert!(e.contains("environment parameter"), "{yaml}: {e}");
+        }
     }
 
     #[test]
