@@ -29,7 +29,7 @@ fn interface(values: &[pb::ValueInfoProto]) -> Vec<(String, i32, Vec<Option<i64>
 
 fn constants(bytes: &[u8]) -> Vec<(String, Vec<f32>)> {
     let policy = OnnxPolicy::from_bytes(bytes, "model", LoadOptions { deterministic: true, ..Default::default() }).unwrap();
-    let outputs = policy.run(&policy.neutral_inputs(1)).unwrap();
+    let outputs = policy.run(&policy.neutral_inputs(1).unwrap()).unwrap();
     let mut found: Vec<(String, Vec<f32>)> =
         outputs.into_iter().filter(|(name, _)| name == "version_number" || name == "memory_size" || name.ends_with("_output_shape")).map(|(n, t)| (n, t.data)).collect();
     found.sort_by(|a, b| a.0.cmp(&b.0));

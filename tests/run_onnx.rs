@@ -87,3 +87,24 @@ fn seeded_noise_is_repeatable_per_policy_and_continues_between_runs() {
     assert_ne!(a1, a2, "the noise stream continues from one decision to the next");
     assert_eq!(a1, b1, "the same seed gives the same stream");
 }
+
+/// Sampled discrete actions come from a stream that continues from decision to decision (tract's
+/// own Multinomial re-seeds at every run, which repeated one draw forever), reproducible for a
+/// seed, and spread over the actions the policy gives weight to.
+#[test]
+fn sampled_discrete_actions_continue_their_stream_between_runs() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/golden/discrete-masked/run/GridWorld.onnx");
+    let load = |seed| OnnxPolicy::load(&path, LoadOptions { deterministic: false, seed: Some(seed), ..Default::default() }).unwrap();
+    let draws = |policy: &OnnxPolicy| -> Vec<f32> {
+        let inputs = neutral_inputs(policy, 1);
+        (0..200).map(|_| policy.run(&inputs).unwrap()["discrete_actions"].data[0]).collect()
+    };
+    let (first, again, other_seed) = (draws(&load(0)), draws(&load(0)), draws(&load(1)));
+    let distinct: std::collections::BTreeSet<i64> = first.iter().map(|a| *a as i64).collect();
+    assert!(distinct.len() >= 2, "200 sampled decisions on one observation all chose {distinct:?}");
+    assert!(distinct.iter().all(|a| (0..5).contains(a)), "actions outside the branch: {distinct:?}");
+    assert_eq!(first, again, "the same seed gives the same stream");
+    assert_ne!(first, other_seed, "another seed gives another stream");
+    // The policy's own inputs: no caller has to provide the draws.
+    assert!(load(0).inputs().iter().all(|i| i.name != mlagents::run::UNIFORM_INPUT));
+}

@@ -9,6 +9,9 @@ use std::collections::HashMap;
 use crate::onnx::{attr_float, attr_int, attr_ints, attr_string, value_info, GraphBuilder, FLOAT, INT64};
 use tract_onnx::pb::{AttributeProto, ModelProto, ValueInfoProto};
 
+/// The largest OneHot depth lowered (a discrete branch of ML-Agents is far smaller).
+const MAX_ONE_HOT_DEPTH: i64 = 1 << 16;
+
 /// The opset of the lowered graph.
 const OPSET: i64 = 11;
 
@@ -388,11 +391,19 @@ impl Builder<'_> {
                     layer: layer.name.clone(),
                     detail: "OneHot without a depth in pool".into(),
                 })? as i64;
+                if !(1..=MAX_ONE_HOT_DEPTH).contains(&depth) {
+                    return Err(LowerError::BadLayer { layer: layer.name.clone(), detail: format!("OneHot depth {depth} is outside 1..={MAX_ONE_HOT_DEPTH}") });
+                }
+                // index == class ? on : off, for each class: an index outside [0, depth) gives
+                // all `off` (tract's own OneHot panics on one).
                 let f = self.flat(first()?, name);
                 let indices = self.node("Cast", vec![f], vec![attr_int("to", INT64 as i64)], name);
-                let depth = self.constant_i64("depth", &[], vec![depth]);
-                let values = self.constant("values", &[2], vec![layer.beta, layer.alpha]);
-                let h = self.node("OneHot", vec![indices, depth, values], vec![attr_int("axis", -1)], name);
+                let indices = self.node("Unsqueeze", vec![indices], vec![attr_ints("axes", &[-1])], name);
+                let classes = self.constant_i64("classes", &[depth.max(0)], (0..depth.max(0)).collect());
+                let hit = self.node("Equal", vec![indices, classes], vec![], name);
+                let on = self.constant("on", &[1], vec![layer.alpha]);
+                let off = self.constant("off", &[1], vec![layer.beta]);
+                let h = self.node("Where", vec![hit, on, off], vec![], name);
                 self.node("Unsqueeze", vec![h], vec![attr_ints("axes", &[1])], name)
             }
             T::RandomNormal | T::RandomUniform => self.random(layer, args.first().cloned())?,

@@ -26,7 +26,7 @@ pub enum NnError {
     Truncated { what: String, offset: usize, needed: usize, available: usize },
     #[error("unsupported .nn format version {0} (this reader takes 15 to 20; ML-Agents writes 16)")]
     UnsupportedVersion(i64),
-    #[error("absurd {what} {value} at byte {offset} (only {available} bytes left)")]
+    #[error("truncated or damaged .nn file: {what} {value} at byte {offset} does not fit in the {available} bytes left")]
     AbsurdLength { what: String, value: i64, offset: usize, available: usize },
     #[error("{what} at byte {offset} is not valid UTF-8")]
     BadString { what: String, offset: usize },

@@ -28,7 +28,7 @@ use clap::{Parser, Subcommand};
 use mlagents::barracuda;
 use mlagents::env::{EnvOptions, UnityEnvironment};
 use mlagents::policy::parity::ParityRecord;
-use mlagents::run::{check, check_parity, compare_models, record_steps, CompareReport, LoadOptions, ModelFacts, NamedTensors, OnnxPolicy, ParityReport, Policy, PolicyDriver};
+use mlagents::run::{check, check_parity, compare_models, record_steps, CompareReport, LoadOptions, ModelFacts, ModelFormat, NamedTensors, OnnxPolicy, ParityReport, Policy, PolicyDriver};
 use mlagents::spec::{BehaviorName, MODEL_CONSTANTS};
 use serde_json::json;
 use mlagents::train::checkpoint::sha256_hex;
@@ -76,19 +76,19 @@ enum Command {
         model: PathBuf,
         #[command(flatten)]
         env: EnvArgs,
-        #[arg(long, default_value_t = 20)]
-        episodes: usize,
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+        episodes: u64,
         #[arg(long)]
         deterministic: bool,
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Give up after this many environment steps.
-        #[arg(long, default_value_t = 200_000)]
-        max_steps: usize,
+        #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
+        max_steps: u64,
         /// A parity record to check the model against before playing.
         #[arg(long)]
         parity: Option<PathBuf>,
-        #[arg(long, default_value_t = 1e-5)]
+        #[arg(long, default_value_t = 1e-5, value_parser = parse_tolerance)]
         tolerance: f32,
         #[arg(long)]
         json: bool,
@@ -106,13 +106,22 @@ enum Command {
         #[arg(long)]
         behavior: Option<String>,
         /// Decision batches to collect from the environment.
-        #[arg(long, default_value_t = 50)]
-        decisions: usize,
-        #[arg(long, default_value_t = 1e-5)]
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
+        decisions: u64,
+        #[arg(long, default_value_t = 1e-5, value_parser = parse_tolerance)]
         tolerance: f32,
         #[arg(long)]
         json: bool,
     },
+}
+
+/// A comparison tolerance: a finite number, zero or more.
+fn parse_tolerance(text: &str) -> Result<f32, String> {
+    match text.parse::<f32>() {
+        Ok(t) if t.is_finite() && t >= 0.0 => Ok(t),
+        Ok(t) => Err(format!("{t} is not a tolerance (a finite number, zero or more)")),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Where the environment is and how to reach it (shared by `check` and `play`).
@@ -183,9 +192,21 @@ fn check_model(model: &Path, args: &EnvArgs) -> Result<(serde_json::Value, bool)
 
 fn play(model: &Path, args: &EnvArgs, seed: u64, options: LoadOptions, episodes: usize, max_steps: usize) -> Result<serde_json::Value> {
     let policy = Policy::load(model, options)?;
+    let facts = ModelFacts::of(&policy)?;
     let mut environment = start_environment(args, seed)?;
     let name = pick_behavior(&environment, args.behavior.clone())?;
     let spec = environment.behavior_specs()[&name].clone();
+    // Unity refuses to load what `check` reports: so does play.
+    let violations = check(&facts, &spec);
+    if !violations.is_empty() {
+        let _ = environment.close();
+        anyhow::bail!(
+            "{} does not fit behavior {name} of {}, as Unity's model checks would say (see `mlagents-run check`):\n  {}",
+            model.display(),
+            args.env,
+            violations.join("\n  ")
+        );
+    }
     let mut driver = PolicyDriver::new(policy, &name, &spec, options.deterministic, seed)?;
     let report = mlagents::run::play(&mut environment, &mut driver, episodes, max_steps)?;
     environment.close()?;
@@ -216,6 +237,9 @@ fn print_parity(report: &ParityReport) {
         None => "a file the record does not list",
     };
     println!("parity of {} ({sha}) on {} recorded rows, tolerance {:e}:", report.model, report.rows, report.tolerance);
+    if !report.non_finite_weights.is_empty() {
+        println!("  weights hold NaN or infinities (Unity would compute NaN actions): {} FAILED", report.non_finite_weights.join(", "));
+    }
     for c in &report.checks {
         println!(
             "  {} vs recorded {}: max abs error {:e}{} {}",
@@ -265,8 +289,17 @@ fn compare(first: &Path, second: &Path, parity: Option<&Path>, env: Option<&str>
 }
 
 
-fn is_nn(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e.eq_ignore_ascii_case("nn"))
+/// Inspects a model, `.nn` or ONNX as its content shows.
+fn inspect(path: &Path) -> Result<serde_json::Value> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    anyhow::ensure!(!bytes.is_empty(), "{}: the file is empty (0 bytes)", path.display());
+    let mut report = match ModelFormat::of_content(&bytes).unwrap_or_else(|| ModelFormat::of_name(path)) {
+        ModelFormat::Nn => inspect_nn(path, &bytes)?,
+        ModelFormat::Onnx => inspect_onnx(path, &bytes)?,
+    };
+    let policy = Policy::load(path, LoadOptions { deterministic: true, ..Default::default() })?;
+    report["non_finite_weights"] = json!(policy.non_finite_weights());
+    Ok(report)
 }
 
 fn inspect_nn(path: &Path, bytes: &[u8]) -> Result<serde_json::Value> {
@@ -299,7 +332,7 @@ fn inspect_onnx(path: &Path, bytes: &[u8]) -> Result<serde_json::Value> {
         *histogram.entry(node.op_type.clone()).or_default() += 1;
     }
     // The constants are graph outputs: read them from one run at batch 1 on neutral inputs.
-    let outputs = policy.run(&policy.neutral_inputs(1))?;
+    let outputs = policy.run(&policy.neutral_inputs(1)?)?;
     let constants: BTreeMap<&str, f32> = MODEL_CONSTANTS
         .iter()
         .filter_map(|c| outputs.get(*c).and_then(|t| t.data.first()).map(|v| (*c, *v)))
@@ -310,7 +343,7 @@ fn inspect_onnx(path: &Path, bytes: &[u8]) -> Result<serde_json::Value> {
         "format": "onnx",
         "ir_version": proto.ir_version,
         "opset": proto.opset_import.iter().map(|o| o.version).max(),
-        "producer": format!("{} {}", proto.producer_name, proto.producer_version),
+        "producer": format!("{} {}", proto.producer_name, proto.producer_version).trim(),
         "constants": constants,
         "inputs": policy.inputs().iter().map(|i| json!({"name": i.name, "shape": i.dims.iter().map(dims).collect::<Vec<_>>()})).collect::<Vec<_>>(),
         "outputs": policy.outputs().iter().map(|o| json!({"name": o, "shape_at_batch_1": outputs.get(o).map(|t| t.shape.clone())})).collect::<Vec<_>>(),
@@ -361,10 +394,7 @@ fn main() {
     }
     let cli = Cli::parse_from(args);
     let result = match cli.command {
-        Command::Inspect { model, json } => std::fs::read(&model)
-            .with_context(|| format!("reading {}", model.display()))
-            .and_then(|bytes| if is_nn(&model) { inspect_nn(&model, &bytes) } else { inspect_onnx(&model, &bytes) })
-            .map(|r| print_report(&r, json)),
+        Command::Inspect { model, json } => inspect(&model).map(|r| print_report(&r, json)),
         Command::Eval { model, inputs, deterministic, seed, json } => {
             eval(&model, &inputs, LoadOptions { deterministic, seed, ..Default::default() }).map(|r| print_report(&r, json))
         }
@@ -377,7 +407,7 @@ fn main() {
             })
         }
         Command::Compare { first, second, parity, env, behavior, decisions, tolerance, json } => {
-            compare(&first, &second, parity.as_deref(), env.as_deref(), behavior, decisions, tolerance).map(|r| {
+            compare(&first, &second, parity.as_deref(), env.as_deref(), behavior, decisions as usize, tolerance).map(|r| {
                 if json {
                     println!("{}", serde_json::to_string_pretty(&r).expect("json"));
                 } else {
@@ -413,7 +443,7 @@ fn main() {
             // environment.
             let options = LoadOptions { deterministic, seed: Some(seed as u32), ..Default::default() };
             let parity_failed = parity_report.as_ref().is_some_and(|r| !r.passed);
-            let result = play(&model, &env, seed, options, episodes, max_steps).map(|mut r| {
+            let result = play(&model, &env, seed, options, episodes as usize, max_steps as usize).map(|mut r| {
                 if let Some(report) = &parity_report {
                     r["parity"] = serde_json::to_value(report).expect("json");
                 }

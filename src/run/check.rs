@@ -18,12 +18,15 @@ pub struct ModelFacts {
     /// `.nn` memory inputs and outputs.
     pub memory_inputs: Vec<String>,
     pub memory_outputs: Vec<String>,
+    /// Weights and constants holding NaN or infinities ([`Policy::non_finite_weights`]).
+    pub non_finite_weights: Vec<String>,
 }
 
 impl ModelFacts {
     /// Reads the facts: `.nn` constants from the file; ONNX constants from one run at batch 1
     /// on neutral inputs (they are graph outputs).
     pub fn of(policy: &Policy) -> Result<Self, RunError> {
+        let non_finite_weights = policy.non_finite_weights();
         Ok(match policy {
             Policy::Nn(p) => {
                 let m = p.model();
@@ -39,10 +42,11 @@ impl ModelFacts {
                         .collect(),
                     memory_inputs: m.memories.iter().map(|mem| mem.input.clone()).collect(),
                     memory_outputs: m.memories.iter().map(|mem| mem.output.clone()).collect(),
+                    non_finite_weights,
                 }
             }
             Policy::Onnx(p) => {
-                let outputs = p.run(&p.neutral_inputs(1))?;
+                let outputs = p.run(&p.neutral_inputs(1)?)?;
                 Self {
                     inputs: p
                         .inputs()
@@ -56,6 +60,7 @@ impl ModelFacts {
                         .collect(),
                     memory_inputs: vec![],
                     memory_outputs: vec![],
+                    non_finite_weights,
                 }
             }
         })
@@ -78,6 +83,9 @@ impl ModelFacts {
 /// Every way the model fails Unity's checks for this behavior (empty = loadable).
 pub fn check(model: &ModelFacts, spec: &BehaviorSpec) -> Vec<String> {
     let mut v = Vec::new();
+    if !model.non_finite_weights.is_empty() {
+        v.push(format!("weights hold NaN or infinities, so Unity would compute NaN actions: {}", model.non_finite_weights.join(", ")));
+    }
     let actions = &spec.action_spec;
     let branches: Vec<f32> = actions.discrete_branches.iter().map(|b| *b as f32).collect();
     let version = model.constant("version_number");
@@ -91,6 +99,14 @@ pub fn check(model: &ModelFacts, spec: &BehaviorSpec) -> Vec<String> {
         v.push("required constant memory_size was not found".into());
     }
     let memory = memory.unwrap_or(0.0);
+    if !(memory.is_finite() && memory >= 0.0 && memory.fract() == 0.0) {
+        v.push(format!("memory_size is {memory}; it must be a whole number, 0 or more"));
+    }
+    for (name, dims) in &model.inputs {
+        if let Some(d) = dims.iter().find(|d| **d < -1) {
+            v.push(format!("input {name} declares a negative size {d}"));
+        }
+    }
     let action_outputs = ["action", "continuous_actions", "discrete_actions", "deterministic_continuous_actions", "deterministic_discrete_actions"];
     if !action_outputs.iter().any(|o| model.has_output(o)) {
         v.push(format!("no action output (one of {action_outputs:?})"));

@@ -12,6 +12,7 @@ mod tensors;
 
 pub use check::{check, ModelFacts};
 pub use nn::NnPolicy;
+pub use onnx::{bounded_elements, MAX_INPUT_ELEMENTS};
 pub use play::{play, PlayError, PlayReport, PolicyDriver};
 pub use onnx::{LoadOptions, OnnxInput, OnnxPolicy, NOISE_INPUT, UNIFORM_INPUT};
 pub use parity::{check_parity, compare_models, record_steps, CompareReport, OutputCheck, ParityReport};
@@ -24,6 +25,10 @@ pub enum RunError {
     Read { path: String, detail: String },
     #[error("{path} is not an ONNX model: {detail}")]
     NotOnnx { path: String, detail: String },
+    #[error("{path}: {detail}")]
+    InvalidGraph { path: String, detail: String },
+    #[error("{path}: input {name} declares {elements} values per call at batch {batch}; refusing to allocate more than {limit}")]
+    TooLarge { path: String, name: String, elements: String, batch: usize, limit: usize },
     #[error("tract cannot build a plan for {path} at batch {batch}: {detail}")]
     Plan { path: String, batch: usize, detail: String },
     #[error("cannot lower {path} onto tract: {detail}")]
@@ -43,11 +48,62 @@ pub enum Policy {
     Nn(NnPolicy),
 }
 
+/// The two model formats the runner reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelFormat {
+    Onnx,
+    Nn,
+}
+
+impl ModelFormat {
+    /// The format a file's content shows: a Barracuda `.nn` starts with its int64 format
+    /// version (15 to 20), an ONNX model with the protobuf tag of `ir_version` (0x08). `None`
+    /// when the content shows neither (the file name then decides, and the reader reports).
+    pub fn of_content(bytes: &[u8]) -> Option<Self> {
+        let version = bytes.get(..8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")));
+        if version.is_some_and(|v| (0..1 << 16).contains(&v) && crate::barracuda::READABLE_VERSIONS.contains(&(v % 255))) {
+            Some(Self::Nn)
+        } else if bytes.first() == Some(&0x08) {
+            Some(Self::Onnx)
+        } else {
+            None
+        }
+    }
+
+    /// The format a file name suggests (`.nn`, else ONNX).
+    pub fn of_name(path: &std::path::Path) -> Self {
+        if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("nn")) { Self::Nn } else { Self::Onnx }
+    }
+}
+
 impl Policy {
-    /// Loads `.nn` (by extension or by its version header) or ONNX.
+    /// Loads a model, `.nn` or ONNX as its content shows (a file whose name says otherwise
+    /// is read all the same, with a warning).
     pub fn load(path: &std::path::Path, options: LoadOptions) -> Result<Self, RunError> {
-        let is_nn = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("nn"));
-        Ok(if is_nn { Self::Nn(NnPolicy::load(path, options)?) } else { Self::Onnx(OnnxPolicy::load(path, options)?) })
+        let label = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|e| RunError::Read { path: label.clone(), detail: e.to_string() })?;
+        if bytes.is_empty() {
+            return Err(RunError::Read { path: label, detail: "the file is empty (0 bytes)".into() });
+        }
+        let named = ModelFormat::of_name(path);
+        let format = ModelFormat::of_content(&bytes).unwrap_or(named);
+        if format != named {
+            let (is, ext) = if format == ModelFormat::Nn { ("a Barracuda .nn model", ".nn") } else { ("an ONNX model", ".onnx") };
+            log::warn!("{label} is {is}; reading it as such (rename it to {ext})");
+        }
+        Ok(match format {
+            ModelFormat::Nn => Self::Nn(NnPolicy::from_bytes(&bytes, &label, options)?),
+            ModelFormat::Onnx => Self::Onnx(OnnxPolicy::from_bytes(&bytes, &label, options)?),
+        })
+    }
+
+    /// The model's format.
+    pub fn format(&self) -> ModelFormat {
+        match self {
+            Self::Onnx(_) => ModelFormat::Onnx,
+            Self::Nn(_) => ModelFormat::Nn,
+        }
     }
 
     pub fn run(&self, inputs: &NamedTensors) -> Result<NamedTensors, RunError> {
@@ -62,6 +118,16 @@ impl Policy {
             Self::Onnx(p) => p.outputs(),
             Self::Nn(p) => p.outputs(),
         }
+    }
+
+    /// Weights and constants holding NaN or infinities, each as `name (count values)`. Such a
+    /// model gives NaN actions in Unity; tract may give finite ones.
+    pub fn non_finite_weights(&self) -> Vec<String> {
+        let found = match self {
+            Self::Onnx(p) => p.non_finite_weights(),
+            Self::Nn(p) => p.non_finite_weights(),
+        };
+        found.into_iter().map(|(name, count)| format!("{name} ({count} non-finite value{})", if count == 1 { "" } else { "s" })).collect()
     }
 
     /// Whether the (possibly rewritten) graph declares an input of this name.

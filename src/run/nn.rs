@@ -4,7 +4,7 @@
 //! `[N, sum of branches]`, visual `[N, H, W, C]`) or in Barracuda's rank 4; missing memory
 //! inputs are zeros (a new episode). Outputs of shape `[N, 1, 1, C]` come back as `[N, C]`.
 
-use super::onnx::{LoadOptions, OnnxPolicy, NOISE_INPUT};
+use super::onnx::{bounded_elements, LoadOptions, OnnxPolicy, MAX_INPUT_ELEMENTS, NOISE_INPUT};
 use super::{NamedTensors, RunError, TensorData};
 use crate::barracuda::{self, LowerOptions, NnModel};
 
@@ -12,13 +12,25 @@ use crate::barracuda::{self, LowerOptions, NnModel};
 pub struct NnPolicy {
     model: NnModel,
     inner: OnnxPolicy,
+    /// The branch sizes `prev_action` is one-hot encoded with (the depths of the model's
+    /// OneHot layers, in order), when the model reads it.
+    prev_action_branches: Vec<usize>,
 }
+
+/// The name of the previous-action input of recurrent discrete `.nn` models.
+const PREV_ACTION: &str = "prev_action";
 
 impl NnPolicy {
     pub fn load(path: &std::path::Path, options: LoadOptions) -> Result<Self, RunError> {
         let label = path.display().to_string();
-        let model = barracuda::read_file(path).map_err(|e| RunError::Read { path: label.clone(), detail: e.to_string() })?;
-        Self::from_model(model, &label, options)
+        let bytes = std::fs::read(path).map_err(|e| RunError::Read { path: label.clone(), detail: e.to_string() })?;
+        Self::from_bytes(&bytes, &label, options)
+    }
+
+    /// Reads a `.nn` model from bytes (`label` names it in errors).
+    pub fn from_bytes(bytes: &[u8], label: &str, options: LoadOptions) -> Result<Self, RunError> {
+        let model = barracuda::read(bytes).map_err(|e| RunError::Read { path: label.into(), detail: e.to_string() })?;
+        Self::from_model(model, label, options)
     }
 
     pub fn from_model(mut model: NnModel, label: &str, options: LoadOptions) -> Result<Self, RunError> {
@@ -29,16 +41,41 @@ impl NnPolicy {
             }
             shape.resize(4, 1);
         }
+        for (name, shape) in model.inputs.iter().map(|i| (&i.name, &i.shape)).chain(model.memories.iter().map(|m| (&m.input, &m.shape))) {
+            let per_row: Vec<usize> = shape.iter().skip(1).map(|d| (*d).max(1) as usize).collect();
+            if bounded_elements(&per_row).is_none() {
+                return Err(RunError::Lower {
+                    path: label.into(),
+                    detail: format!("input or memory {name:?} declares shape {shape:?}, over {MAX_INPUT_ELEMENTS} values per agent"),
+                });
+            }
+        }
+        let prev_action_branches = if model.inputs.iter().any(|i| i.name == PREV_ACTION) {
+            model.layers.iter().filter(|l| l.layer_type == barracuda::LayerType::OneHot).filter_map(|l| l.pool.first().map(|d| (*d).max(0) as usize)).collect()
+        } else {
+            vec![]
+        };
         let lowered = barracuda::to_onnx(&model, LowerOptions { deterministic: options.deterministic, seed: options.seed })
             .map_err(|e| RunError::Lower { path: label.into(), detail: e.to_string() })?;
         // The lowering already did what the ONNX rewrites do.
         let inner = OnnxPolicy::from_proto(lowered, label, LoadOptions { noise_input: options.noise_input, ..Default::default() })?;
-        Ok(Self { model, inner })
+        Ok(Self { model, inner, prev_action_branches })
     }
 
     /// Whether the lowered graph declares an input of this name.
     pub fn declares_input(&self, name: &str) -> bool {
         self.inner.inputs().iter().any(|i| i.name == name)
+    }
+
+    /// Tensors holding NaN or infinities: name and count.
+    pub fn non_finite_weights(&self) -> Vec<(String, usize)> {
+        self.model
+            .tensors()
+            .filter_map(|(_, t)| {
+                let count = self.model.tensor_values(t).iter().filter(|v| !v.is_finite()).count();
+                (count > 0).then(|| (t.name.clone(), count))
+            })
+            .collect()
     }
 
     /// The parsed model.
@@ -49,6 +86,25 @@ impl NnPolicy {
     /// Output names: the model's outputs, then its memory outputs.
     pub fn outputs(&self) -> &[String] {
         self.inner.outputs()
+    }
+
+    /// Previous actions must be action indices of their branch, as Unity feeds them.
+    fn check_previous_actions(&self, given: &TensorData) -> Result<(), RunError> {
+        let branches = &self.prev_action_branches;
+        if branches.is_empty() || given.shape.last() != Some(&branches.len()) {
+            return Ok(());
+        }
+        for (i, value) in given.data.iter().enumerate() {
+            let (row, branch) = (i / branches.len(), i % branches.len());
+            let size = branches[branch];
+            if !(value.fract() == 0.0 && *value >= 0.0 && (*value as usize) < size) {
+                return Err(RunError::BadInput {
+                    name: PREV_ACTION.into(),
+                    detail: format!("value {value} at row {row} is outside branch {branch} (size {size}): previous actions are indices 0..{size}"),
+                });
+            }
+        }
+        Ok(())
     }
 
     pub fn run(&self, inputs: &NamedTensors) -> Result<NamedTensors, RunError> {
@@ -63,7 +119,10 @@ impl NnPolicy {
                     return Ok(t.clone());
                 }
                 let n = t.shape.first().copied().unwrap_or(1);
-                let per_row: usize = t.shape.iter().skip(1).product();
+                let per_row = bounded_elements(t.shape.get(1..).unwrap_or(&[])).ok_or_else(|| RunError::BadInput {
+                    name: name.clone(),
+                    detail: format!("shape {:?} holds more than {MAX_INPUT_ELEMENTS} values per agent", t.shape),
+                })?;
                 let (h, w) = (shape[1].max(1) as usize, shape[2].max(1) as usize);
                 if !per_row.is_multiple_of(h * w) {
                     return Err(RunError::BadInput { name: name.clone(), detail: format!("shape {:?} does not fit {shape:?}", t.shape) });
@@ -72,11 +131,18 @@ impl NnPolicy {
             };
             match inputs.get(name.as_str()) {
                 Some(t) => {
+                    if name == PREV_ACTION {
+                        self.check_previous_actions(t)?;
+                    }
                     fed.insert(name.clone(), rank4(t)?);
                 }
                 None if self.model.memories.iter().any(|m| &m.input == name) => {
                     let size = shape[3].max(1) as usize;
-                    fed.insert(name.clone(), TensorData { shape: vec![batch, 1, 1, size], data: vec![0.0; batch * size] });
+                    let n = bounded_elements(&[batch, size]).ok_or_else(|| RunError::BadInput {
+                        name: name.clone(),
+                        detail: format!("a memory of {size} values for {batch} agents is over {MAX_INPUT_ELEMENTS} values"),
+                    })?;
+                    fed.insert(name.clone(), TensorData { shape: vec![batch, 1, 1, size], data: vec![0.0; n] });
                 }
                 None => {
                     return Err(RunError::MissingInput {

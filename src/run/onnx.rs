@@ -1,8 +1,11 @@
 //! ONNX policies on tract. Before tract sees the graph, two rewrites are made on the protobuf:
 //! the `RandomNormalLike` rename workaround for torch-1.x exports (stack.md §2: tract tells
 //! the op by node name), and, in deterministic mode, sampling replaced by its mode
-//! (`RandomNormalLike` noise by zeros, `Multinomial` by `ArgMax`). Plans are optimized per
-//! batch size and cached (`Multinomial` needs a constant shape).
+//! (`RandomNormalLike` noise by zeros, `Multinomial` by `ArgMax`). In sampled mode each
+//! `Multinomial` becomes an inverse-CDF sampler fed by uniform draws from the policy's own
+//! seeded stream, which continues from run to run (tract's `Multinomial` re-seeds its
+//! generator on every run, so it would repeat one draw at every decision). Plans are
+//! optimized per batch size and cached.
 
 use super::{NamedTensors, RunError, TensorData};
 use std::collections::HashMap;
@@ -21,13 +24,27 @@ pub struct OnnxInput {
     pub dims: Vec<Option<usize>>,
 }
 
+impl OnnxInput {
+    /// The declared dims as a person reads them: `[batch, 8]` (a symbolic dim is named by
+    /// its position: the first is the batch, others are "any").
+    pub fn describe_dims(&self) -> String {
+        let dims: Vec<String> = self
+            .dims
+            .iter()
+            .enumerate()
+            .map(|(i, d)| d.map_or_else(|| if i == 0 { "batch".to_string() } else { "any".to_string() }, |v| v.to_string()))
+            .collect();
+        format!("[{}]", dims.join(", "))
+    }
+}
+
 /// How to load a policy.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LoadOptions {
     /// Replace in-graph sampling by its mode: noise by zero, multinomial draws by argmax.
     pub deterministic: bool,
-    /// Seed of the in-graph random ops (their own seed otherwise). The stream continues from
-    /// run to run of one policy (one stream per batch size).
+    /// Seed of the random draws (the in-graph random ops' own seed, or a random one for the
+    /// discrete draws, otherwise). The streams continue from run to run of one policy.
     pub seed: Option<u32>,
     /// Take the randomness from extra inputs instead of drawing it, so that sampled actions
     /// become reproducible for parity checks against recorded noise: the Gaussian noise from
@@ -36,6 +53,19 @@ pub struct LoadOptions {
     /// inverse-CDF sampler: the number of cumulative probabilities below u).
     pub noise_input: bool,
 }
+
+/// The most values one input tensor may hold (256 MiB of floats): far above any policy's
+/// observations, far below what would exhaust a machine.
+pub const MAX_INPUT_ELEMENTS: usize = 1 << 26;
+
+/// The number of elements of `shape`, if it is at most [`MAX_INPUT_ELEMENTS`].
+pub fn bounded_elements(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |n, d| n.checked_mul(*d)).filter(|n| *n <= MAX_INPUT_ELEMENTS)
+}
+
+/// The newest default-domain opset this runner takes (tract is tested on 9 to 19; ONNX's
+/// own opsets stop at 21 for every op ML-Agents uses).
+pub const MAX_OPSET: i64 = 21;
 
 /// The extra input that carries the noise when [`LoadOptions::noise_input`] is set.
 pub const NOISE_INPUT: &str = "parity_noise";
@@ -46,9 +76,28 @@ pub const UNIFORM_INPUT: &str = "parity_uniform";
 pub struct OnnxPolicy {
     path: String,
     proto: ModelProto,
+    /// The inputs a caller gives (the internal uniform draws not among them).
     inputs: Vec<OnnxInput>,
     outputs: Vec<String>,
     states: Mutex<HashMap<usize, PlanState>>,
+    /// Sampled discrete actions: the stream that feeds the graph's last input,
+    /// [`UNIFORM_INPUT`], with one draw per row and branch.
+    discrete_draws: Option<DiscreteDraws>,
+}
+
+/// The uniform draws of sampled discrete actions (see the module docs).
+struct DiscreteDraws {
+    branches: usize,
+    rng: Mutex<rand_chacha::ChaCha8Rng>,
+}
+
+impl DiscreteDraws {
+    fn draw(&self, batch: usize) -> Tensor {
+        use rand::Rng;
+        let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
+        let draws: Vec<f32> = (0..batch * self.branches).map(|_| rng.random::<f32>()).collect();
+        Tensor::from_shape(&[batch, self.branches], &draws).expect("length is batch x branches")
+    }
 }
 
 impl OnnxPolicy {
@@ -68,17 +117,28 @@ impl OnnxPolicy {
     /// Builds a policy from a decoded (or generated) ONNX model.
     pub fn from_proto(mut proto: ModelProto, label: &str, options: LoadOptions) -> Result<Self, RunError> {
         let not_onnx = |detail: String| RunError::NotOnnx { path: label.into(), detail };
-        let graph = proto.graph.as_mut().ok_or_else(|| not_onnx("no graph".into()))?;
+        if proto.graph.is_none() {
+            return Err(not_onnx("no graph (an empty file, or not a model)".into()));
+        }
+        validate(&proto).map_err(|detail| RunError::InvalidGraph { path: label.into(), detail })?;
+        let graph = proto.graph.as_mut().expect("checked above");
+        let branches = graph.node.iter().filter(|n| n.op_type == "Multinomial").count();
         rewrite_for_tract(graph, options);
+        let discrete_draws = (branches > 0 && !options.deterministic && !options.noise_input).then(|| {
+            use rand::SeedableRng;
+            let seed = options.seed.map_or_else(rand::random::<u64>, u64::from);
+            DiscreteDraws { branches, rng: Mutex::new(rand_chacha::ChaCha8Rng::seed_from_u64(seed)) }
+        });
         let initializers: std::collections::HashSet<&str> = graph.initializer.iter().map(|t| t.name.as_str()).collect();
         let inputs = graph
             .input
             .iter()
             .filter(|i| !initializers.contains(i.name.as_str()))
+            .filter(|i| discrete_draws.is_none() || i.name != UNIFORM_INPUT)
             .map(|i| OnnxInput { name: i.name.clone(), dims: input_dims(i) })
             .collect();
         let outputs = graph.output.iter().map(|o| o.name.clone()).collect();
-        Ok(Self { path: label.into(), proto, inputs, outputs, states: Mutex::new(HashMap::new()) })
+        Ok(Self { path: label.into(), proto, inputs, outputs, states: Mutex::new(HashMap::new()), discrete_draws })
     }
 
     pub fn inputs(&self) -> &[OnnxInput] {
@@ -86,15 +146,22 @@ impl OnnxPolicy {
     }
 
     /// Inputs Unity's loaders probe a model with: symbolic dims set to `batch`, zeros, and
-    /// every action allowed in `action_masks`.
-    pub fn neutral_inputs(&self, batch: usize) -> NamedTensors {
+    /// every action allowed in `action_masks`. A declared size over [`MAX_INPUT_ELEMENTS`] is
+    /// an error, not an allocation.
+    pub fn neutral_inputs(&self, batch: usize) -> Result<NamedTensors, RunError> {
         self.inputs
             .iter()
             .map(|i| {
                 let shape: Vec<usize> = i.dims.iter().map(|d| d.unwrap_or(batch)).collect();
                 let fill = if i.name == "action_masks" { 1.0 } else { 0.0 };
-                let n = shape.iter().product();
-                (i.name.clone(), TensorData { shape, data: vec![fill; n] })
+                let n = bounded_elements(&shape).ok_or_else(|| RunError::TooLarge {
+                    path: self.path.clone(),
+                    name: i.name.clone(),
+                    elements: shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" x "),
+                    batch,
+                    limit: MAX_INPUT_ELEMENTS,
+                })?;
+                Ok((i.name.clone(), TensorData { shape, data: vec![fill; n] }))
             })
             .collect()
     }
@@ -109,15 +176,33 @@ impl OnnxPolicy {
         &self.proto
     }
 
+    /// Initializers and `Constant` values holding NaN or infinities: name and count. tract
+    /// turns some of them into finite, plausible actions where onnxruntime and Unity give NaN.
+    pub fn non_finite_weights(&self) -> Vec<(String, usize)> {
+        let Some(graph) = &self.proto.graph else { return vec![] };
+        let constants = graph.node.iter().filter(|n| n.op_type == "Constant").flat_map(|n| n.attribute.iter().filter_map(|a| a.t.as_ref()));
+        graph
+            .initializer
+            .iter()
+            .chain(constants)
+            .filter_map(|t| {
+                let count = float_values(t).filter(|v| !v.is_finite()).count();
+                (count > 0).then(|| (t.name.clone(), count))
+            })
+            .collect()
+    }
+
     /// Builds the optimized plan for one set of input shapes (one per batch size).
     fn build_state(&self, shapes: &[Vec<usize>], batch: usize) -> Result<PlanState, RunError> {
-        let fail = |e: TractError| RunError::Plan { path: self.path.clone(), batch, detail: format!("{e:#}") };
-        let mut model = tract_onnx::onnx().model_for_proto_model(&self.proto).map_err(fail)?;
-        for (i, shape) in shapes.iter().enumerate() {
-            model.set_input_fact(i, InferenceFact::dt_shape(f32::datum_type(), shape.clone())).map_err(fail)?;
-        }
-        let plan = model.into_optimized().and_then(|m| m.into_runnable()).map_err(fail)?;
-        PlanState::new(&plan).map_err(fail)
+        contain_tract_panics(|| {
+            let mut model = tract_onnx::onnx().model_for_proto_model(&self.proto)?;
+            for (i, shape) in shapes.iter().enumerate() {
+                model.set_input_fact(i, InferenceFact::dt_shape(f32::datum_type(), shape.clone()))?;
+            }
+            let plan = model.into_optimized()?.into_runnable()?;
+            PlanState::new(&plan)
+        })
+        .map_err(|detail| RunError::Plan { path: self.path.clone(), batch, detail })
     }
 
     /// Runs the model. Every declared input must be given; its shape must agree with the
@@ -138,7 +223,7 @@ impl OnnxPolicy {
             if !fits {
                 return Err(RunError::BadInput {
                     name: declared.name.clone(),
-                    detail: format!("shape {:?} does not fit the declared {:?} (None = any)", given.shape, declared.dims),
+                    detail: format!("shape {:?} does not fit the declared {}", given.shape, declared.describe_dims()),
                 });
             }
             let tensor = Tensor::from_shape(&given.shape, &given.data)
@@ -152,6 +237,21 @@ impl OnnxPolicy {
             }
         }
         let batch = shapes.first().and_then(|s| s.first()).copied().unwrap_or(1);
+        // Inputs with a symbolic first dim share the batch (tract would broadcast a 1).
+        let mut batched = self.inputs.iter().zip(&shapes).filter(|(d, s)| d.dims.first() == Some(&None) && !s.is_empty());
+        if let Some((first, first_shape)) = batched.next() {
+            if let Some((other, shape)) = batched.find(|(_, s)| s[0] != first_shape[0]) {
+                return Err(RunError::BadInput {
+                    name: other.name.clone(),
+                    detail: format!("batch {} differs from the batch {} of input {}", shape[0], first_shape[0], first.name),
+                });
+            }
+        }
+        if let Some(draws) = &self.discrete_draws {
+            let uniform = draws.draw(batch);
+            shapes.push(uniform.shape().to_vec());
+            values.push(uniform.into_tvalue());
+        }
         let eval = |e: TractError| RunError::Eval { path: self.path.clone(), detail: format!("{e:#}") };
         let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
         if let std::collections::hash_map::Entry::Vacant(e) = states.entry(batch) {
@@ -159,7 +259,14 @@ impl OnnxPolicy {
             e.insert(state);
         }
         let state = states.get_mut(&batch).expect("inserted above");
-        let results = state.run(values).map_err(eval)?;
+        let results = match contain_tract_panics(|| state.run(values)) {
+            Ok(results) => results,
+            Err(detail) => {
+                // A state that failed half-way is not reused.
+                states.remove(&batch);
+                return Err(RunError::Eval { path: self.path.clone(), detail });
+            }
+        };
         let mut out = NamedTensors::new();
         for (name, value) in self.outputs.iter().zip(results.iter()) {
             let floats = value.cast_to::<f32>().map_err(eval)?;
@@ -167,6 +274,96 @@ impl OnnxPolicy {
             out.insert(name.clone(), TensorData { shape: value.shape().to_vec(), data });
         }
         Ok(out)
+    }
+}
+
+/// Runs tract, turning its errors and its panics (tract 0.23 still unwraps on some malformed
+/// graphs, e.g. a Reduce axis outside the rank) into one message.
+fn contain_tract_panics<T>(f: impl FnOnce() -> TractResult<T>) -> Result<T, String> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(result) => result.map_err(|e| format!("{e:#}")),
+        Err(payload) => {
+            let message = payload.downcast_ref::<String>().cloned().or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()));
+            Err(format!("tract failed on this model (an internal error: {}); the model is malformed or uses an op in a way tract does not support", message.unwrap_or_default()))
+        }
+    }
+}
+
+/// Checks what tract would otherwise panic on or misread, in the model's own terms: the
+/// default-domain opset, external data, operators tract does not know, names that nothing
+/// provides (graph outputs and node inputs), and cycles.
+fn validate(proto: &ModelProto) -> Result<(), String> {
+    use std::collections::{HashMap, HashSet};
+    let opset = proto.opset_import.iter().filter(|o| o.domain.is_empty() || o.domain == "ai.onnx").map(|o| o.version).max();
+    match opset {
+        None => return Err("the model declares no opset for the default ONNX domain (opset_import is empty)".into()),
+        Some(v) if v > MAX_OPSET => return Err(format!("model opset {v} is newer than this runner supports (up to {MAX_OPSET})")),
+        Some(v) if v < 1 => return Err(format!("model opset {v} is not a valid opset")),
+        _ => {}
+    }
+    let graph = proto.graph.as_ref().expect("checked by the caller");
+    const EXTERNAL: i32 = 1;
+    if let Some(t) = graph.initializer.iter().find(|t| t.data_location == Some(EXTERNAL)) {
+        return Err(format!("initializer {:?} keeps its data in an external file; ONNX models with external data are not supported (save the model with its weights inside)", t.name));
+    }
+    let known_ops = tract_onnx::onnx().op_register.0;
+    if let Some(node) = graph.node.iter().find(|n| !known_ops.contains_key(&n.op_type)) {
+        return Err(format!("operator {} (node {:?}) is not supported by this runner", node.op_type, node.name));
+    }
+    // Attributes tract takes on trust (a Transpose whose perm repeats an axis made it size a
+    // tensor of 8 GiB).
+    for node in graph.node.iter().filter(|n| n.op_type == "Transpose") {
+        if let Some(perm) = node.attribute.iter().find(|a| a.name == "perm") {
+            let mut sorted = perm.ints.clone();
+            sorted.sort_unstable();
+            if !sorted.iter().copied().eq(0..perm.ints.len() as i64) {
+                return Err(format!("node {:?} (Transpose) has perm {:?}, which is not a permutation of its axes", node.name, perm.ints));
+            }
+        }
+    }
+    let mut available: HashSet<&str> = graph.input.iter().map(|i| i.name.as_str()).chain(graph.initializer.iter().map(|t| t.name.as_str())).collect();
+    let producer: HashMap<&str, usize> = graph.node.iter().enumerate().flat_map(|(i, n)| n.output.iter().map(move |o| (o.as_str(), i))).collect();
+    for node in &graph.node {
+        if let Some(missing) = node.input.iter().find(|i| !i.is_empty() && !available.contains(i.as_str()) && !producer.contains_key(i.as_str())) {
+            return Err(format!("node {:?} ({}) reads {missing:?}, which no node, input or initializer provides", node.name, node.op_type));
+        }
+    }
+    if let Some(output) = graph.output.iter().find(|o| !available.contains(o.name.as_str()) && !producer.contains_key(o.name.as_str())) {
+        return Err(format!("graph output {:?} is not produced by any node", output.name));
+    }
+    // Every node must become computable from the inputs and initializers: what is left when
+    // nothing more can be computed sits on a cycle.
+    let mut pending: Vec<&pb::NodeProto> = graph.node.iter().collect();
+    loop {
+        let before = pending.len();
+        pending.retain(|node| {
+            let ready = node.input.iter().all(|i| i.is_empty() || available.contains(i.as_str()));
+            if ready {
+                available.extend(node.output.iter().map(|o| o.as_str()));
+            }
+            !ready
+        });
+        if pending.is_empty() {
+            return Ok(());
+        }
+        if pending.len() == before {
+            return Err(format!("the graph has a cycle through node {:?} ({})", pending[0].name, pending[0].op_type));
+        }
+    }
+}
+
+/// The values of a float or double tensor (nothing for other element types).
+fn float_values(tensor: &pb::TensorProto) -> Box<dyn Iterator<Item = f64> + '_> {
+    const FLOAT: i32 = 1;
+    const DOUBLE: i32 = 11;
+    match tensor.data_type {
+        FLOAT if !tensor.raw_data.is_empty() => {
+            Box::new(tensor.raw_data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64))
+        }
+        FLOAT => Box::new(tensor.float_data.iter().map(|v| *v as f64)),
+        DOUBLE if !tensor.raw_data.is_empty() => Box::new(tensor.raw_data.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))),
+        DOUBLE => Box::new(tensor.double_data.iter().copied()),
+        _ => Box::new(std::iter::empty()),
     }
 }
 
@@ -198,7 +395,8 @@ fn rewrite_for_tract(graph: &mut pb::GraphProto, options: LoadOptions) {
     if options.noise_input && graph.node.iter().any(|n| n.op_type == "RandomNormalLike") {
         graph.input.push(unshaped_float_input(NOISE_INPUT));
     }
-    if options.noise_input && graph.node.iter().any(|n| n.op_type == "Multinomial") {
+    // Parity feeds recorded draws; sampled play feeds the policy's own (see the module docs).
+    if (options.noise_input || !options.deterministic) && graph.node.iter().any(|n| n.op_type == "Multinomial") {
         graph.input.push(unshaped_float_input(UNIFORM_INPUT));
         replace_multinomials(graph);
     }

@@ -38,6 +38,9 @@ pub struct ParityReport {
     pub rows: usize,
     pub tolerance: f32,
     pub checks: Vec<OutputCheck>,
+    /// Weights holding NaN or infinities: never a pass, whatever the outputs (tract may turn
+    /// them into finite actions where Unity gives NaN).
+    pub non_finite_weights: Vec<String>,
     pub passed: bool,
 }
 
@@ -148,11 +151,27 @@ fn compare_discrete(output: &str, recorded_name: &str, choices: &[Vec<i64>], rec
 /// actions, the actions sampled with the recorded noise) within `tolerance`; discrete
 /// choices must be equal.
 pub fn check_parity(model: &Path, record: &ParityRecord, tolerance: f32) -> Result<ParityReport, PlayError> {
+    let sha256 = sha256_file(model)?;
+    check_recorded(model, &sha256, record, tolerance).map_err(|e| {
+        if record.files.values().any(|s| *s == sha256) {
+            return e;
+        }
+        // A record made for other files: say so rather than only what failed.
+        let files: Vec<&str> = record.files.keys().map(String::as_str).collect();
+        PlayError::Mismatch {
+            behavior: record.behavior.clone(),
+            detail: format!("the parity record was made for {} (step {}), and {} is none of them (sha256 differs): {e}", files.join(" and "), record.step, model.display()),
+        }
+    })
+}
+
+fn check_recorded(model: &Path, sha256: &str, record: &ParityRecord, tolerance: f32) -> Result<ParityReport, PlayError> {
     let (spec, steps) = record_steps(record);
     let n = record.batch;
     let c = spec.action_spec.continuous_size;
     let branches = &spec.action_spec.discrete_branches;
     let policy = Policy::load(model, LoadOptions { deterministic: true, ..Default::default() })?;
+    let non_finite_weights = policy.non_finite_weights();
     let mut driver = PolicyDriver::new(policy, &record.behavior, &spec, true, 0)?;
     let inputs = driver.inputs(&steps);
     let outputs = driver.policy().run(&inputs)?;
@@ -204,8 +223,8 @@ pub fn check_parity(model: &Path, record: &ParityRecord, tolerance: f32) -> Resu
     }
     let file_name = model.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
     let recorded_sha256 = record.files.iter().find(|(name, _)| Path::new(name).extension() == model.extension() || **name == file_name).map(|(_, s)| s.clone());
-    let passed = checks.iter().all(|c| c.passed);
-    Ok(ParityReport { model: model.display().to_string(), sha256: sha256_file(model)?, recorded_sha256, rows: n, tolerance, checks, passed })
+    let passed = checks.iter().all(|c| c.passed) && non_finite_weights.is_empty();
+    Ok(ParityReport { model: model.display().to_string(), sha256: sha256.to_string(), recorded_sha256, rows: n, tolerance, checks, non_finite_weights, passed })
 }
 
 /// The outcome of running two models on the same decisions.

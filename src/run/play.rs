@@ -21,6 +21,8 @@ pub enum PlayError {
     Run(#[from] RunError),
     #[error("the model does not fit behavior {behavior:?}: {detail}")]
     Mismatch { behavior: String, detail: String },
+    #[error("no episode of {behavior} ended within {steps} environment steps ({decisions} decisions); raise --max-steps, or check that the policy can end an episode")]
+    NoEpisode { behavior: String, steps: usize, decisions: usize },
 }
 
 /// One declared model input and where its values come from.
@@ -380,6 +382,9 @@ pub fn play(env: &mut UnityEnvironment, driver: &mut PolicyDriver, episodes: usi
         decisions += d.len();
         env.set_actions(&behavior, actions)?;
         env.step()?;
+    }
+    if returns.is_empty() {
+        return Err(PlayError::NoEpisode { behavior, steps: max_steps, decisions });
     }
     returns.truncate(episodes);
     let mean = if returns.is_empty() { f32::NAN } else { returns.iter().sum::<f32>() / returns.len() as f32 };

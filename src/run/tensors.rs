@@ -1,5 +1,6 @@
 //! Named float tensors, as `mlagents-run eval` reads and writes them:
-//! `{"<name>": {"shape": [...], "data": [...]}}`.
+//! `{"<name>": {"shape": [...], "data": [...]}}`. JSON has no NaN or infinities: values are
+//! numbers, or the strings `"NaN"`, `"Infinity"` and `"-Infinity"` both ways.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -8,17 +9,19 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TensorData {
     pub shape: Vec<usize>,
+    #[serde(with = "json_floats")]
     pub data: Vec<f32>,
 }
 
 impl TensorData {
-    /// Checks that `data` holds `prod(shape)` values.
+    /// Checks that `data` holds `prod(shape)` values (a product that overflows never does).
     pub fn validate(&self, name: &str) -> Result<(), super::RunError> {
-        let expected: usize = self.shape.iter().product();
-        if expected != self.data.len() {
+        let expected = self.shape.iter().try_fold(1usize, |n, d| n.checked_mul(*d));
+        if expected != Some(self.data.len()) {
+            let needs = expected.map_or_else(|| "more values than fit in memory".to_string(), |n| format!("{n} values"));
             return Err(super::RunError::BadInput {
                 name: name.into(),
-                detail: format!("shape {:?} needs {expected} values, data has {}", self.shape, self.data.len()),
+                detail: format!("shape {:?} needs {needs}, data has {}", self.shape, self.data.len()),
             });
         }
         Ok(())
@@ -27,3 +30,104 @@ impl TensorData {
 
 /// Tensors by name.
 pub type NamedTensors = BTreeMap<String, TensorData>;
+
+/// Floats in JSON: numbers, or `"NaN"`, `"Infinity"`, `"-Infinity"` for what JSON cannot hold.
+mod json_floats {
+    use serde::de::{self, SeqAccess, Visitor};
+    use serde::ser::SerializeSeq;
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(values: &[f32], serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(values.len()))?;
+        for v in values {
+            match v {
+                v if v.is_nan() => seq.serialize_element("NaN")?,
+                v if *v == f32::INFINITY => seq.serialize_element("Infinity")?,
+                v if *v == f32::NEG_INFINITY => seq.serialize_element("-Infinity")?,
+                v => seq.serialize_element(v)?,
+            }
+        }
+        seq.end()
+    }
+
+    /// One element: a number or one of the three names.
+    struct Element(f32);
+
+    impl<'de> serde::Deserialize<'de> for Element {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct ElementVisitor;
+            impl Visitor<'_> for ElementVisitor {
+                type Value = Element;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a number, \"NaN\", \"Infinity\" or \"-Infinity\"")
+                }
+                fn visit_f64<E: de::Error>(self, v: f64) -> Result<Element, E> {
+                    if v.is_finite() && v.abs() > f32::MAX as f64 {
+                        return Err(E::custom(format!("{v} is out of the range of a 32-bit float")));
+                    }
+                    Ok(Element(v as f32))
+                }
+                fn visit_i64<E: de::Error>(self, v: i64) -> Result<Element, E> {
+                    Ok(Element(v as f32))
+                }
+                fn visit_u64<E: de::Error>(self, v: u64) -> Result<Element, E> {
+                    Ok(Element(v as f32))
+                }
+                fn visit_str<E: de::Error>(self, v: &str) -> Result<Element, E> {
+                    match v {
+                        "NaN" => Ok(Element(f32::NAN)),
+                        "Infinity" => Ok(Element(f32::INFINITY)),
+                        "-Infinity" => Ok(Element(f32::NEG_INFINITY)),
+                        other => Err(E::invalid_value(de::Unexpected::Str(other), &self)),
+                    }
+                }
+            }
+            deserializer.deserialize_any(ElementVisitor)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<f32>, D::Error> {
+        struct Values;
+        impl<'de> Visitor<'de> for Values {
+            type Value = Vec<f32>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an array of numbers")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<f32>, A::Error> {
+                // The size hint comes from the input: it bounds nothing, so it sizes nothing.
+                let mut values = Vec::new();
+                while let Some(Element(v)) = seq.next_element()? {
+                    values.push(v);
+                }
+                Ok(values)
+            }
+        }
+        deserializer.deserialize_seq(Values)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn non_finite_values_travel_as_names() {
+        let t = TensorData { shape: vec![4], data: vec![1.5, f32::NAN, f32::INFINITY, f32::NEG_INFINITY] };
+        let text = serde_json::to_string(&t).unwrap();
+        assert_eq!(text, r#"{"shape":[4],"data":[1.5,"NaN","Infinity","-Infinity"]}"#);
+        let back: TensorData = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.data[0], 1.5);
+        assert!(back.data[1].is_nan() && back.data[2] == f32::INFINITY && back.data[3] == f32::NEG_INFINITY);
+        let e = serde_json::from_str::<TensorData>(r#"{"shape":[1],"data":["nan"]}"#).unwrap_err().to_string();
+        assert!(e.contains("\"NaN\""), "{e}");
+        let e = serde_json::from_str::<TensorData>(r#"{"shape":[1],"data":[1e300]}"#).unwrap_err().to_string();
+        assert!(e.contains("32-bit"), "{e}");
+    }
+
+    #[test]
+    fn shapes_whose_product_overflows_never_fit() {
+        let t = TensorData { shape: vec![4294967296, 4294967296], data: vec![0.0; 8] };
+        let e = t.validate("x").unwrap_err().to_string();
+        assert!(e.contains("more values than fit"), "{e}");
+    }
+}
