@@ -52,7 +52,7 @@ fn handshake_reply_matches_python_but_for_analytics() {
     let port = pending.port();
     let (reply_tx, reply_rx) = std::sync::mpsc::channel();
     let unity = std::thread::spawn(move || {
-        let mut client = UnityClient::connect("localhost", port).unwrap();
+        let mut client = UnityClient::connect("localhost", port, std::time::Duration::from_secs(30)).unwrap();
         let first = unhex("0a0308c801123212300a1041636164656d7953696e676c65746f6e1205312e352e303a05322e302e31420e0801100118012001280130013801");
         reply_tx.send(client.exchange_raw(first).unwrap()).unwrap();
         // The second call is held until the trainer resets or closes.

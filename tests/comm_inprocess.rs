@@ -299,3 +299,48 @@ fn quit_command_makes_unity_quit() {
     env.quit().unwrap();
     assert_eq!(unity.join().unwrap().unwrap(), SimExit::Quit);
 }
+
+#[test]
+fn a_second_environment_on_the_port_is_refused_without_disturbing_the_first() {
+    let (env, unity) = connect("Basic", options(), |_| {});
+    let mut env = env.unwrap();
+    env.reset().unwrap();
+    env.step().unwrap();
+    // A second player started on the same port by mistake.
+    let mut intruder = SimOptions::new(env.port());
+    intruder.seed = Some(2);
+    let refused = std::thread::spawn(move || academy::run(scenes::build("Basic").unwrap(), intruder));
+    let started = Instant::now();
+    // Keep training while the intruder knocks: every step still works.
+    while !refused.is_finished() && started.elapsed() < Duration::from_secs(10) {
+        env.step().unwrap();
+    }
+    let e = refused.join().unwrap().unwrap_err();
+    assert!(matches!(e, SimError::Refused(400)), "{e}");
+    assert!(e.to_string().contains("another environment"), "{e}");
+    for _ in 0..20 {
+        env.step().unwrap();
+    }
+    env.close().unwrap();
+    assert_eq!(unity.join().unwrap().unwrap(), SimExit::ClosedByTrainer);
+}
+
+#[test]
+fn the_stand_in_says_when_no_trainer_listens_or_one_never_answers() {
+    // Nothing listening: named at once.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut sim = SimOptions::new(free);
+    sim.host = "127.0.0.1".into();
+    let e = academy::run(scenes::build("Basic").unwrap(), sim).unwrap_err();
+    assert!(matches!(e, SimError::NoTrainer { .. }), "{e}");
+    // Something that accepts TCP and never answers: a limit, and the flag that raises it.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut sim = SimOptions::new(silent.local_addr().unwrap().port());
+    sim.host = "127.0.0.1".into();
+    sim.handshake_timeout = Duration::from_millis(500);
+    let started = Instant::now();
+    let e = academy::run(scenes::build("Basic").unwrap(), sim).unwrap_err();
+    assert!(matches!(e, SimError::Timeout { .. }), "{e}");
+    assert!(e.to_string().contains("--timeout-wait"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}

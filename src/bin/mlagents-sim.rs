@@ -11,7 +11,8 @@ use mlagents::spec::DEFAULT_EDITOR_PORT;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: mlagents-sim --scene NAME [--mlagents-port N] [--seed N] [-nographics] [-batchmode] \
-[-logFile PATH] [--unity-api VERSION] [--unity-package VERSION] [--fault KIND@N]\n       mlagents-sim --scene list [--json]";
+[-logFile PATH] [--unity-api VERSION] [--unity-package VERSION] [--fault KIND@N] [--timeout-wait SECONDS] \
+[--exchange-timeout SECONDS]\n       mlagents-sim --scene list [--json]";
 
 struct Args {
     scene: Option<String>,
@@ -36,7 +37,17 @@ fn parse(argv: &[String]) -> Result<Args, String> {
                 let v = value(i, flag)?;
                 args.options.seed = Some(v.parse().map_err(|_| format!("--seed: {v:?} is not a number"))?);
             }
-            "--unity-api" => args.options.communication_version = value(i, flag)?,
+            "--unity-api" => {
+                let v = value(i, flag)?;
+                mlagents::spec::ApiVersion::parse(&v).map_err(|e| format!("--unity-api: {e}"))?;
+                args.options.communication_version = v;
+            }
+            "--timeout-wait" | "--exchange-timeout" => {
+                let v = value(i, flag)?;
+                let seconds: u64 = v.parse().ok().filter(|s| *s > 0).ok_or_else(|| format!("{flag}: {v:?} is not a number of seconds (1 or more)"))?;
+                let limit = std::time::Duration::from_secs(seconds);
+                if flag == "--timeout-wait" { args.options.handshake_timeout = limit } else { args.options.exchange_timeout = limit }
+            }
             "--unity-package" => args.options.package_version = value(i, flag)?,
             "--fault" => args.options.fault = Some(Fault::parse(&value(i, flag)?)?),
             "--host" => args.options.host = value(i, flag)?,
@@ -122,7 +133,9 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let Some(scene) = scenes::build(&name) else {
-        eprintln!("unknown scene {name:?}; known: {}", scenes::names().join(", "));
+        let names = scenes::names();
+        let hint = names.iter().find(|n| n.eq_ignore_ascii_case(&name)).map(|n| format!(" (did you mean {n}?)")).unwrap_or_default();
+        eprintln!("unknown scene {name:?}{hint}; known: {}", names.join(", "));
         return ExitCode::from(2);
     };
     log::info!("scene {name}: connecting to the trainer on port {}", args.options.port);
@@ -132,7 +145,10 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            log::error!("{e}");
+            // Once on the terminal; the log file (when there is one) gets it too.
+            if args.log_file.is_some() {
+                log::error!("{e}");
+            }
             eprintln!("mlagents-sim: {e}");
             ExitCode::from(1)
         }

@@ -44,13 +44,17 @@ pub struct Communicator {
     held: Option<oneshot::Sender<UnityMessageProto>>,
     timeout: Duration,
     closed: bool,
+    /// The address of the environment that made the first call: calls from any other
+    /// (a second player or Editor started on this port by mistake) are refused with status
+    /// 400 and do not disturb the conversation.
+    peer: Option<std::net::SocketAddr>,
 }
 
 impl Communicator {
     /// Binds the port and starts serving; call before launching the environment.
     pub fn listen(bind: &BindAddress, port: u16, max_message_size: usize, timeout: Duration) -> Result<Self, CommError> {
         let server = Server::bind(bind, port, max_message_size)?;
-        Ok(Self { server, held: None, timeout, closed: false })
+        Ok(Self { server, held: None, timeout, closed: false, peer: None })
     }
 
     pub fn port(&self) -> u16 {
@@ -144,7 +148,16 @@ impl Communicator {
                 return Err(CommError::Timeout { port, secs: self.timeout.as_secs() });
             }
             match self.server.recv_timeout(LIVENESS_POLL.min(deadline - now)) {
-                Ok(Incoming::Message { message, reply }) => {
+                Ok(Incoming::Message { message, reply, peer }) => {
+                    match (self.peer, peer) {
+                        (Some(ours), Some(theirs)) if ours != theirs => {
+                            log::warn!("a second environment ({theirs}) tried to connect on port {port}, which serves {ours}; it was refused");
+                            let _ = reply.send(close_message());
+                            continue;
+                        }
+                        (None, _) => self.peer = peer,
+                        _ => {}
+                    }
                     let status = message.header.as_ref().map_or(STATUS_OK, |h| h.status);
                     if status != STATUS_OK {
                         let _ = reply.send(close_message());

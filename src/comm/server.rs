@@ -29,7 +29,8 @@ pub enum BindAddress {
 #[derive(Debug)]
 pub enum Incoming {
     /// A request; answer it through `reply` (dropping `reply` answers with status 400).
-    Message { message: Box<UnityMessageProto>, reply: oneshot::Sender<UnityMessageProto> },
+    /// `peer` is the caller's address: one Unity process makes every call over one connection.
+    Message { message: Box<UnityMessageProto>, reply: oneshot::Sender<UnityMessageProto>, peer: Option<SocketAddr> },
     /// A call the server answered with an error before it reached us (e.g. undecodable
     /// bytes or a message over the size limit).
     CallFailed { code: tonic::Code, message: String },
@@ -68,8 +69,9 @@ impl UnityToExternalProto for Bridge {
         request: tonic::Request<UnityMessageProto>,
     ) -> Result<tonic::Response<UnityMessageProto>, tonic::Status> {
         let (reply, answer) = oneshot::channel();
+        let peer = request.remote_addr();
         let message = Box::new(request.into_inner());
-        if self.to_driver.send(Incoming::Message { message, reply }).is_err() {
+        if self.to_driver.send(Incoming::Message { message, reply, peer }).is_err() {
             return Ok(tonic::Response::new(close_message()));
         }
         Ok(tonic::Response::new(answer.await.unwrap_or_else(|_| close_message())))

@@ -110,7 +110,13 @@ pub struct EnvProcess {
     child: Child,
     description: String,
     log_file: Option<PathBuf>,
+    /// The last lines the process wrote to stderr (when it is not shown directly), quoted
+    /// when it dies: e.g. a stand-in's "unknown scene" message.
+    stderr_tail: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>,
 }
+
+/// How many of the last stderr lines are kept for the exit message.
+const STDERR_TAIL_LINES: usize = 5;
 
 impl EnvProcess {
     /// Starts `program args` in a new process group; output goes to `debug_output` or nowhere.
@@ -118,12 +124,27 @@ impl EnvProcess {
         let mut command = Command::new(program);
         command.args(args).stdin(Stdio::null()).process_group(0);
         if !debug_output {
-            command.stdout(Stdio::null()).stderr(Stdio::null());
+            command.stdout(Stdio::null()).stderr(Stdio::piped());
         }
-        let child = command.spawn().map_err(|source| EnvError::Launch { program: program.to_path_buf(), source })?;
+        let mut child = command.spawn().map_err(|source| EnvError::Launch { program: program.to_path_buf(), source })?;
         let description = format!("{} {}", program.display(), args.join(" "));
         log::debug!("started environment (pid {}): {description}", child.id());
-        Ok(Self { child, description, log_file })
+        let stderr_tail = std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
+        if let Some(stderr) = child.stderr.take() {
+            let tail = stderr_tail.clone();
+            // Drains the pipe for the process's whole life, so it never blocks on a full pipe.
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                    let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+                    if tail.len() == STDERR_TAIL_LINES {
+                        tail.pop_front();
+                    }
+                    tail.push_back(line);
+                }
+            });
+        }
+        Ok(Self { child, description, log_file, stderr_tail })
     }
 
     pub fn pid(&self) -> u32 {
@@ -146,7 +167,11 @@ impl EnvProcess {
             _ => "exited".into(),
         };
         let log = self.log_file.as_ref().map(|l| format!("; its log: {}", l.display())).unwrap_or_default();
-        format!("`{}` {how}{log}", self.description)
+        // The reader may still be taking the last lines out of the pipe.
+        std::thread::sleep(Duration::from_millis(50));
+        let tail: Vec<String> = self.stderr_tail.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect();
+        let said = if tail.is_empty() { String::new() } else { format!("; it said: {}", tail.join(" / ")) };
+        format!("`{}` {how}{said}{log}", self.description)
     }
 
     /// Waits up to `timeout` for the process to exit by itself, then kills its group.

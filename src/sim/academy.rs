@@ -96,7 +96,17 @@ pub struct SimOptions {
     /// The com.unity.ml-agents package version to report.
     pub package_version: String,
     pub fault: Option<Fault>,
+    /// How long to wait for the trainer to accept the connection and answer the handshake.
+    pub handshake_timeout: Duration,
+    /// How long to wait for the trainer's answer to each later exchange (a trainer updating
+    /// a large network may take minutes).
+    pub exchange_timeout: Duration,
 }
+
+/// Default of [`SimOptions::handshake_timeout`] (`--timeout-wait`).
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default of [`SimOptions::exchange_timeout`] (`--exchange-timeout`).
+pub const DEFAULT_EXCHANGE_TIMEOUT: Duration = Duration::from_secs(3600);
 
 impl SimOptions {
     pub fn new(port: u16) -> Self {
@@ -107,6 +117,8 @@ impl SimOptions {
             communication_version: "1.5.0".into(),
             package_version: "2.0.1".into(),
             fault: None,
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            exchange_timeout: DEFAULT_EXCHANGE_TIMEOUT,
         }
     }
 }
@@ -125,11 +137,15 @@ pub enum SimExit {
 pub enum SimError {
     #[error("cannot connect to the trainer at {host}:{port}: {detail}")]
     Connect { host: String, port: u16, detail: String },
+    #[error("no trainer is listening on port {port} of {host} (start mlagents-learn or mlagents-run first, or check --mlagents-port)")]
+    NoTrainer { host: String, port: u16 },
+    #[error("the trainer on port {port} did not answer {what} within {seconds} s (is something other than an ML-Agents trainer listening there, or is it stopped?); raise {flag}")]
+    Timeout { port: u16, what: &'static str, seconds: u64, flag: &'static str },
     #[error("exchange with the trainer failed: {0}")]
     Rpc(String),
     #[error("the trainer's reply cannot be decoded: {0}")]
     Decode(String),
-    #[error("the trainer refused the handshake (status {0})")]
+    #[error("the trainer refused the handshake (status {0}): another environment may already be connected to it on this port, or it does not accept this communication version")]
     Refused(i32),
     #[error("protocol error: {0}")]
     Protocol(String),
@@ -173,11 +189,27 @@ impl Decoder for RawCodec {
 pub struct UnityClient {
     runtime: tokio::runtime::Runtime,
     grpc: tonic::client::Grpc<tonic::transport::Channel>,
+    port: u16,
+    /// The limit of the next exchanges and how to raise it.
+    timeout: (Duration, &'static str, &'static str),
+}
+
+/// Whether an error or one of its causes is a refused TCP connection.
+fn is_connection_refused(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused) {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
 }
 
 impl UnityClient {
-    /// Connects once, like Unity (trying each address `host` resolves to).
-    pub fn connect(host: &str, port: u16) -> Result<Self, SimError> {
+    /// Connects once, like Unity (trying each address `host` resolves to), waiting at most
+    /// `timeout` for each.
+    pub fn connect(host: &str, port: u16, timeout: Duration) -> Result<Self, SimError> {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| {
             SimError::Connect { host: host.into(), port, detail: e.to_string() }
         })?;
@@ -185,33 +217,53 @@ impl UnityClient {
         let addresses: Vec<std::net::SocketAddr> =
             std::net::ToSocketAddrs::to_socket_addrs(&(host, port)).map_err(|e| err(e.to_string()))?.collect();
         let mut last = String::from("no address");
+        let mut refused = true;
         for address in addresses {
             let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
                 .map_err(|e| err(e.to_string()))?
                 .connect_timeout(Duration::from_secs(5))
                 .tcp_nodelay(true);
-            match runtime.block_on(endpoint.connect()) {
-                Ok(channel) => {
+            // (The timer is made inside the runtime: it needs its clock.)
+            match runtime.block_on(async { tokio::time::timeout(timeout, endpoint.connect()).await }) {
+                Ok(Ok(channel)) => {
                     let grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(256 << 20);
-                    return Ok(Self { runtime, grpc });
+                    let timeout = (timeout, "the connection and handshake", "--timeout-wait");
+                    return Ok(Self { runtime, grpc, port, timeout });
                 }
-                Err(e) => last = format!("{address}: {e} ({:?})", std::error::Error::source(&e)),
+                Ok(Err(e)) => {
+                    refused &= is_connection_refused(&e);
+                    let cause = std::error::Error::source(&e).map(|c| format!(": {c}")).unwrap_or_default();
+                    last = format!("{address}: {e}{cause}");
+                }
+                Err(_) => return Err(SimError::Timeout { port, what: "the connection", seconds: timeout.as_secs(), flag: "--timeout-wait" }),
             }
         }
+        if refused && last != "no address" {
+            return Err(SimError::NoTrainer { host: host.into(), port });
+        }
         Err(err(last))
+    }
+
+    /// The limit of the exchanges after the handshake.
+    pub fn set_exchange_timeout(&mut self, timeout: Duration) {
+        self.timeout = (timeout, "an exchange", "--exchange-timeout");
     }
 
     /// Sends raw bytes as an Exchange call and returns the raw reply.
     pub fn exchange_raw(&mut self, bytes: Vec<u8>) -> Result<Vec<u8>, SimError> {
         let grpc = &mut self.grpc;
-        self.runtime.block_on(async {
+        let (limit, what, flag) = self.timeout;
+        let call = async {
             grpc.ready().await.map_err(|e| SimError::Rpc(e.to_string()))?;
             let path = tonic::codegen::http::uri::PathAndQuery::from_static(EXCHANGE_PATH);
             grpc.unary(tonic::Request::new(bytes), path, RawCodec)
                 .await
                 .map(|r| r.into_inner())
                 .map_err(|s| SimError::Rpc(format!("{:?}: {}", s.code(), s.message())))
-        })
+        };
+        self.runtime
+            .block_on(async { tokio::time::timeout(limit, call).await })
+            .unwrap_or(Err(SimError::Timeout { port: self.port, what, seconds: limit.as_secs(), flag }))
     }
 
     /// Sends one message and decodes the reply.
@@ -229,7 +281,7 @@ struct AgentState {
 
 /// Runs a scene against the trainer until it closes the link.
 pub fn run(mut scene: Box<dyn Scene>, options: SimOptions) -> Result<SimExit, SimError> {
-    let mut client = UnityClient::connect(&options.host, options.port)?;
+    let mut client = UnityClient::connect(&options.host, options.port, options.handshake_timeout)?;
     let behaviors = scene.behaviors();
     let agent_defs = scene.agents();
     let unity_api = ApiVersion::parse(&options.communication_version).map_err(|e| SimError::Protocol(e.to_string()))?;
@@ -280,6 +332,7 @@ pub fn run(mut scene: Box<dyn Scene>, options: SimOptions) -> Result<SimExit, Si
             )));
         }
     }
+    client.set_exchange_timeout(options.exchange_timeout);
     let seed = options.seed.unwrap_or(init.seed as u64);
     log::info!(
         "connected: trainer API {} package {}, seed {seed}",
