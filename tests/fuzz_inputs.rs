@@ -342,10 +342,6 @@ fn eval_document(names: &[(&str, usize)], rng: &mut ChaCha8Rng) -> String {
 
 #[test]
 fn eval_inputs_give_results_or_errors() {
-    #[derive(serde::Deserialize)]
-    struct InputFile {
-        inputs: NamedTensors,
-    }
     let mut rng = rng(3);
     let models = [
         (models_dir().join("onnx/3DBall.onnx"), vec![("obs_0", 8)]),
@@ -360,8 +356,8 @@ fn eval_inputs_give_results_or_errors() {
         let (policy, names) = &policies[i % policies.len()];
         let document = eval_document(names, &mut rng);
         let outcome = guarded(&format!("eval case {i}: {document}"), || {
-            let file: InputFile = serde_json::from_str(&document).ok()?;
-            let result = policy.run(&file.inputs);
+            let inputs = mlagents::run::parse_eval_inputs(&document).ok()?;
+            let result = policy.run(&inputs);
             if let Ok(outputs) = &result {
                 // Whatever came out can be printed (non-finite values as names).
                 serde_json::to_string(outputs).expect("outputs serialise");

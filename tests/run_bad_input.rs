@@ -262,3 +262,20 @@ fn export_messages_name_what_exists() {
     assert!(!out.status.success() && said.contains("behaviors with checkpoints: 3DBall"), "{said}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// U11: a `.nn` input is given as ML-Agents feeds it, `[N, size]`, or in Barracuda's rank 4;
+/// other shapes are refused naming the declared one, not a reshaped one.
+#[test]
+fn nn_inputs_are_refused_in_the_shape_the_user_wrote() {
+    let policy = Policy::load(&models_dir().join("nn/3DBall.nn"), LoadOptions { deterministic: true, ..Default::default() }).unwrap();
+    let run = |shape: Vec<usize>| {
+        let n = shape.iter().product();
+        policy.run(&NamedTensors::from([("vector_observation".to_string(), TensorData { shape, data: vec![0.1; n] })]))
+    };
+    run(vec![2, 8]).unwrap();
+    run(vec![2, 1, 1, 8]).unwrap();
+    for shape in [vec![1, 2, 4], vec![2, 4], vec![1, 1, 1, 1, 8]] {
+        let e = run(shape.clone()).err().unwrap().to_string();
+        assert!(e.contains(&format!("shape {shape:?} does not fit the declared [batch, 8]")), "{shape:?}: {e}");
+    }
+}

@@ -121,6 +121,13 @@ fn run() -> Result<()> {
     run.debug |= cli.debug;
     run.check_run_settings(&cli.config.display().to_string())?;
     let env = cli.env.or(run.env_settings.env_path.clone());
+    let run_id = &run.checkpoint_settings.run_id;
+    if run_id.trim().is_empty() {
+        bail!("--run-id is empty: name the run (its folder is <results-dir>/<run-id>)");
+    }
+    if run_id.contains(['/', '\\']) || run_id.split(['/', '\\']).any(|part| part == "..") {
+        log::warn!("--run-id {run_id:?} is a path: the run folder is {}", PathBuf::from(&run.checkpoint_settings.results_dir).join(run_id).display());
+    }
     let results_dir = PathBuf::from(&run.checkpoint_settings.results_dir);
     let run_dir = results_dir.join(&run.checkpoint_settings.run_id);
     let resume = run.checkpoint_settings.resume;

@@ -28,7 +28,7 @@ use clap::{Parser, Subcommand};
 use mlagents::barracuda;
 use mlagents::env::{EnvOptions, UnityEnvironment};
 use mlagents::policy::parity::ParityRecord;
-use mlagents::run::{check, check_parity, compare_models, record_steps, CompareReport, LoadOptions, ModelFacts, ModelFormat, NamedTensors, OnnxPolicy, ParityReport, Policy, PolicyDriver};
+use mlagents::run::{check, check_parity, compare_models, record_steps, CompareReport, LoadOptions, ModelFacts, ModelFormat, parse_eval_inputs, OnnxPolicy, ParityReport, Policy, PolicyDriver};
 use mlagents::spec::{BehaviorName, MODEL_CONSTANTS};
 use serde_json::json;
 use mlagents::train::checkpoint::sha256_hex;
@@ -372,13 +372,9 @@ fn print_report(report: &serde_json::Value, as_json: bool) {
 
 fn eval(model: &Path, inputs: &Path, options: LoadOptions) -> Result<serde_json::Value> {
     let text = std::fs::read_to_string(inputs).with_context(|| format!("reading {}", inputs.display()))?;
-    #[derive(serde::Deserialize)]
-    struct InputFile {
-        inputs: NamedTensors,
-    }
-    let file: InputFile = serde_json::from_str(&text).with_context(|| format!("parsing {}", inputs.display()))?;
+    let tensors = parse_eval_inputs(&text).with_context(|| format!("parsing {}", inputs.display()))?;
     let policy = Policy::load(model, options)?;
-    let outputs = policy.run(&file.inputs)?;
+    let outputs = policy.run(&tensors)?;
     Ok(json!({ "outputs": outputs }))
 }
 

@@ -16,7 +16,7 @@ pub use onnx::{bounded_elements, MAX_INPUT_ELEMENTS};
 pub use play::{play, PlayError, PlayReport, PolicyDriver};
 pub use onnx::{LoadOptions, OnnxInput, OnnxPolicy, NOISE_INPUT, UNIFORM_INPUT};
 pub use parity::{check_parity, compare_models, record_steps, CompareReport, OutputCheck, ParityReport};
-pub use tensors::{NamedTensors, TensorData};
+pub use tensors::{parse_eval_inputs, NamedTensors, TensorData};
 
 /// Why a model cannot be loaded or run.
 #[derive(Debug, thiserror::Error)]

@@ -118,14 +118,13 @@ impl NnPolicy {
                 if t.shape.len() == 4 {
                     return Ok(t.clone());
                 }
-                let n = t.shape.first().copied().unwrap_or(1);
-                let per_row = bounded_elements(t.shape.get(1..).unwrap_or(&[])).ok_or_else(|| RunError::BadInput {
-                    name: name.clone(),
-                    detail: format!("shape {:?} holds more than {MAX_INPUT_ELEMENTS} values per agent", t.shape),
-                })?;
-                let (h, w) = (shape[1].max(1) as usize, shape[2].max(1) as usize);
-                if !per_row.is_multiple_of(h * w) {
-                    return Err(RunError::BadInput { name: name.clone(), detail: format!("shape {:?} does not fit {shape:?}", t.shape) });
+                // As ML-Agents feeds it: [N, size] (or Barracuda's [N, H, W, C], above).
+                let (h, w, c) = (shape[1].max(1) as usize, shape[2].max(1) as usize, shape[3]);
+                let declared = if (h, w) == (1, 1) { format!("[batch, {c}]") } else { format!("[batch, {h}, {w}, {c}]") };
+                let misfit = || RunError::BadInput { name: name.clone(), detail: format!("shape {:?} does not fit the declared {declared}", t.shape) };
+                let [n, per_row] = t.shape[..] else { return Err(misfit()) };
+                if per_row > MAX_INPUT_ELEMENTS || (c > 0 && per_row != h * w * c as usize) || !per_row.is_multiple_of(h * w) {
+                    return Err(misfit());
                 }
                 Ok(TensorData { shape: vec![n, h, w, per_row / (h * w)], data: t.data.clone() })
             };

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 /// A dense row-major float tensor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TensorData {
     pub shape: Vec<usize>,
     #[serde(with = "json_floats")]
@@ -30,6 +31,42 @@ impl TensorData {
 
 /// Tensors by name.
 pub type NamedTensors = BTreeMap<String, TensorData>;
+
+/// Reads an `eval` input document, `{"inputs": {"<name>": {"shape": [...], "data": [...]}}}`:
+/// a byte-order mark is skipped; unknown fields and a name given twice are errors.
+pub fn parse_eval_inputs(text: &str) -> Result<NamedTensors, serde_json::Error> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct EvalFile {
+        inputs: UniqueNames,
+    }
+    /// Tensors by name, refusing a name given twice (JSON objects would keep the last).
+    struct UniqueNames(NamedTensors);
+    impl<'de> Deserialize<'de> for UniqueNames {
+        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct Names;
+            impl<'de> serde::de::Visitor<'de> for Names {
+                type Value = UniqueNames;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("an object of named tensors")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<UniqueNames, A::Error> {
+                    let mut tensors = NamedTensors::new();
+                    while let Some(name) = map.next_key::<String>()? {
+                        let tensor: TensorData = map.next_value()?;
+                        if tensors.insert(name.clone(), tensor).is_some() {
+                            return Err(serde::de::Error::custom(format!("input {name:?} is given twice")));
+                        }
+                    }
+                    Ok(UniqueNames(tensors))
+                }
+            }
+            deserializer.deserialize_map(Names)
+        }
+    }
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    serde_json::from_str::<EvalFile>(text).map(|file| file.inputs.0)
+}
 
 /// Floats in JSON: numbers, or `"NaN"`, `"Infinity"`, `"-Infinity"` for what JSON cannot hold.
 mod json_floats {
@@ -122,6 +159,17 @@ mod tests {
         assert!(e.contains("\"NaN\""), "{e}");
         let e = serde_json::from_str::<TensorData>(r#"{"shape":[1],"data":[1e300]}"#).unwrap_err().to_string();
         assert!(e.contains("32-bit"), "{e}");
+    }
+
+    #[test]
+    fn eval_documents_refuse_duplicates_and_unknown_fields() {
+        let one = r#"{"inputs": {"obs_0": {"shape": [1, 2], "data": [1, "NaN"]}}}"#;
+        assert_eq!(parse_eval_inputs(one).unwrap()["obs_0"].shape, vec![1, 2]);
+        assert!(parse_eval_inputs(&format!("\u{feff}{one}")).is_ok(), "a byte-order mark is skipped");
+        let twice = r#"{"inputs": {"obs_0": {"shape": [1], "data": [1]}, "obs_0": {"shape": [1], "data": [2]}}}"#;
+        assert!(parse_eval_inputs(twice).unwrap_err().to_string().contains("given twice"));
+        let unknown = r#"{"inputs": {"obs_0": {"shape": [1], "data": [1], "dtype": "f32"}}, "seed": 3}"#;
+        assert!(parse_eval_inputs(unknown).unwrap_err().to_string().contains("unknown field"));
     }
 
     #[test]

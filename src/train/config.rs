@@ -25,6 +25,9 @@ pub enum ConfigError {
 /// Every `trainer_type` ML-Agents 0.28 knows (this trainer implements `ppo`).
 pub const KNOWN_TRAINER_TYPES: [&str; 3] = ["ppo", "sac", "poca"];
 
+/// Buffers of more steps than this get a warning.
+const LARGE_BUFFER_STEPS: usize = 10_000_000;
+
 /// Networks whose weights and optimizer state need more bytes than this get a warning.
 const MEMORY_WARNING_BYTES: f64 = 4.0 * (1u64 << 30) as f64;
 
@@ -563,6 +566,14 @@ impl Context<'_> {
         }
         if h.epsilon >= 1.0 {
             log::warn!("{}: epsilon of {name} is {} (1 or more): the PPO clip no longer limits the update", self.file, h.epsilon);
+        }
+        if h.buffer_size > LARGE_BUFFER_STEPS {
+            log::warn!(
+                "{}: buffer_size of {name} is {} steps; each step keeps its observations, actions and estimates (at 100 floats a step, {:.1} GiB): it may not fit in memory",
+                self.file,
+                h.buffer_size,
+                h.buffer_size as f64 * 400.0 / f64::from(1 << 30)
+            );
         }
         // Weights, gradients and Adam's two moments, for the actor and the critic.
         let parameters = (network.hidden_units as f64).powi(2) * network.num_layers as f64 * 2.0;
