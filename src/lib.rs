@@ -17,11 +17,13 @@
 //! - [`env`]: a scriptable environment API like `mlagents_envs.UnityEnvironment`, process
 //!   launching and supervision, and [`env::VecEnv`].
 //! - [`sim`]: stand-in Unity scenes that speak the Unity side of the protocol.
-//! - [`train`]: configuration, PPO (feature `train`), checkpoints and run logs.
+//! - [`checkpoint`]: checkpoint files (written atomically, verified by sha256), no libtorch.
+//! - [`train`]: configuration, PPO (feature `train`), the run folder and run logs.
 //! - [`export`]: checkpoints to ONNX / `.nn` / parity records, without libtorch.
 //! - [`run`]: the tract runner for `.onnx` and `.nn` policies.
 
 pub mod barracuda;
+pub mod checkpoint;
 pub mod comm;
 pub mod export;
 pub mod onnx;

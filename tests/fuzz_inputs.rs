@@ -27,7 +27,7 @@ use mlagents::run::{LoadOptions, NamedTensors, NnPolicy, OnnxPolicy, Policy, Ten
 use mlagents::sim::academy::{self, SimOptions, UnityClient};
 use mlagents::sim::scenes;
 use mlagents::spec::{ActionSpec, ApiVersion};
-use mlagents::train::checkpoint::{AdamState, Checkpoint, CheckpointDescription, CHECKPOINT_FORMAT_VERSION};
+use mlagents::checkpoint::{AdamState, Checkpoint, CheckpointDescription, CHECKPOINT_FORMAT_VERSION};
 use mlagents::train::config::RunOptions;
 use prost::Message;
 use rand::{Rng, SeedableRng};
@@ -517,7 +517,7 @@ fn checkpoint_files_give_checkpoints_or_errors() {
             }
         }
         if let (true, Some(fields)) = (rng.random_bool(0.7), description.as_object_mut()) {
-            fields.insert("weights_sha256".into(), mlagents::train::checkpoint::sha256_hex(&bytes).into());
+            fields.insert("weights_sha256".into(), mlagents::checkpoint::sha256_hex(&bytes).into());
         }
         std::fs::write(&tensors_path, &bytes).unwrap();
         std::fs::write(&json_path, serde_json::to_vec(&description).unwrap()).unwrap();

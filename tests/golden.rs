@@ -5,7 +5,7 @@
 
 use mlagents::policy::parity::ParityRecord;
 use mlagents::run::check_parity;
-use mlagents::train::checkpoint::sha256_hex;
+use mlagents::checkpoint::sha256_hex;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -145,7 +145,7 @@ fn non_finite_weights_are_flagged() {
 /// (with a warning) or, asked for that step, fails naming the weight.
 #[test]
 fn a_checkpoint_with_nan_weights_is_not_exported() {
-    use mlagents::train::checkpoint::{self, Checkpoint};
+    use mlagents::checkpoint::{self, Checkpoint};
     let case = golden_case_dir("continuous").join("run/3DBall");
     let dir = temp_dir("nan-checkpoint").join("run");
     let behavior_dir = dir.join("3DBall");

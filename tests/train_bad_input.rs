@@ -7,7 +7,7 @@
 mod common;
 
 use common::{finish, spawn_learn, temp_dir};
-use mlagents::train::checkpoint;
+use mlagents::checkpoint;
 use std::time::Duration;
 
 /// A short Simple1DDiscrete configuration.

@@ -19,7 +19,7 @@ use common::{golden_case_dir, temp_dir, GOLDEN_CASES};
 /// 1e-4 of their value, where one unit in the last place of 4096 is 4.9e-4 absolute.
 #[test]
 fn golden_runs_retrain_to_the_same_weights() {
-    use mlagents::train::checkpoint::{self, ROLLOUT_PREFIX};
+    use mlagents::checkpoint::{self, ROLLOUT_PREFIX};
     const TOLERANCE: f32 = 1e-4;
     let mut failures = Vec::new();
     for (case, behavior) in GOLDEN_CASES {

@@ -152,7 +152,7 @@ fn a_trained_policy_exports_and_plays() {
 /// closes the environment, exports, and exits 0.
 #[test]
 fn interrupted_training_leaves_a_loadable_checkpoint() {
-    use mlagents::train::checkpoint;
+    use mlagents::checkpoint;
     let dir = temp_dir("interrupt");
     let config = dir.join("config.yaml");
     std::fs::write(&config, "behaviors:\n  1D:\n    max_steps: 10000000\n    summary_freq: 1000\nenv_settings: {base_port: 0}\n").unwrap();
@@ -178,7 +178,7 @@ fn interrupted_training_leaves_a_loadable_checkpoint() {
 /// A second Ctrl-C exits at once (status 130), leaving no torn checkpoint behind.
 #[test]
 fn a_second_interrupt_exits_at_once_without_torn_files() {
-    use mlagents::train::checkpoint;
+    use mlagents::checkpoint;
     let dir = temp_dir("interrupt-twice");
     let config = dir.join("config.yaml");
     std::fs::write(&config, "behaviors:\n  1D:\n    max_steps: 10000000\n    checkpoint_interval: 500\nenv_settings: {base_port: 0}\n").unwrap();
@@ -212,7 +212,7 @@ fn a_second_interrupt_exits_at_once_without_torn_files() {
 /// latest checkpoint's step with exactly its weights, normalisers and Adam state.
 #[test]
 fn resume_after_a_kill_continues_from_the_checkpoint() {
-    use mlagents::train::checkpoint::{self, ROLLOUT_PREFIX};
+    use mlagents::checkpoint::{self, ROLLOUT_PREFIX};
     let dir = temp_dir("resume");
     let config = dir.join("config.yaml");
     let yaml = |max_steps: u64| {
@@ -271,7 +271,7 @@ fn resume_after_a_kill_continues_from_the_checkpoint() {
 /// checkpointed and exported before mlagents-learn exits with status 1.
 #[test]
 fn a_dead_environment_is_reported_and_the_training_saved() {
-    use mlagents::train::checkpoint;
+    use mlagents::checkpoint;
     let dir = temp_dir("dead-env");
     let config = dir.join("config.yaml");
     std::fs::write(&config, "behaviors:\n  1D:\n    hyperparameters: {batch_size: 16, buffer_size: 64}\n    max_steps: 100000\n    summary_freq: 500\nenv_settings: {base_port: 0}\n").unwrap();
@@ -288,7 +288,7 @@ fn a_dead_environment_is_reported_and_the_training_saved() {
 /// `--initialize-from`: the weights of another run, but step 0 and a fresh optimizer.
 #[test]
 fn initialize_from_takes_weights_not_steps() {
-    use mlagents::train::checkpoint;
+    use mlagents::checkpoint;
     let dir = temp_dir("init-from");
     let config = dir.join("config.yaml");
     std::fs::write(&config, "behaviors:\n  1D:\n    hyperparameters: {batch_size: 16, buffer_size: 64}\n    max_steps: 600\n    summary_freq: 300\nenv_settings: {base_port: 0}\n").unwrap();

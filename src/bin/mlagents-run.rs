@@ -31,7 +31,7 @@ use mlagents::policy::parity::ParityRecord;
 use mlagents::run::{check, check_parity, compare_models, record_steps, CompareReport, LoadOptions, ModelFacts, ModelFormat, parse_eval_inputs, OnnxPolicy, ParityReport, Policy, PolicyDriver};
 use mlagents::spec::{BehaviorName, MODEL_CONSTANTS};
 use serde_json::json;
-use mlagents::train::checkpoint::sha256_hex;
+use mlagents::checkpoint::sha256_hex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

@@ -9,7 +9,7 @@
 use crate::onnx::export::{to_onnx_api_bytes, OnnxApi};
 use crate::policy::parity::{ParityRecord, PARITY_FORMAT_VERSION};
 use crate::policy::PolicyError;
-use crate::train::checkpoint::{self, sha256_hex, write_atomic, Checkpoint, CheckpointError};
+use crate::checkpoint::{self, sha256_hex, write_atomic, Checkpoint, CheckpointError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

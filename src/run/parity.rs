@@ -85,7 +85,7 @@ pub fn record_steps(record: &ParityRecord) -> (BehaviorSpec, DecisionSteps) {
 
 fn sha256_file(path: &Path) -> Result<String, PlayError> {
     let bytes = std::fs::read(path).map_err(|e| super::RunError::Read { path: path.display().to_string(), detail: e.to_string() })?;
-    Ok(crate::train::checkpoint::sha256_hex(&bytes))
+    Ok(crate::checkpoint::sha256_hex(&bytes))
 }
 
 /// `width` values per row from an output (the first `width` of each row).

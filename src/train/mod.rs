@@ -1,10 +1,10 @@
 //! Training groundwork that needs no libtorch: the `mlagents-learn` configuration
 //! ([`config`]), hyperparameter schedules ([`schedule`]), trajectory assembly
 //! ([`trajectory`]), GAE ([`gae`]), statistics and console lines ([`stats`]) and TensorBoard
-//! event files ([`tensorboard`]) and checkpoints on disk ([`checkpoint`]). The networks,
+//! event files ([`tensorboard`]), the run folder ([`run_folder`]) and its logs ([`run_logs`]);
+//! checkpoints on disk are [`crate::checkpoint`]'s. The networks,
 //! optimizer and update loop are in `ppo` (tch, behind the `train` feature).
 
-pub mod checkpoint;
 pub mod config;
 pub mod gae;
 #[cfg(feature = "train")]

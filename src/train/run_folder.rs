@@ -7,13 +7,13 @@
 //! - a new run over a folder that holds no checkpoint (an earlier start that failed before its
 //!   first checkpoint) starts afresh in it; over one that holds checkpoints it is refused;
 //! - `--resume`: removes the temporary files a killed process left behind
-//!   (`.<file>.tmp-<pid>`, see [`super::checkpoint::write_atomic`]).
+//!   (`.<file>.tmp-<pid>`, see [`crate::checkpoint::write_atomic`]).
 //!
 //! `configuration.yaml` is written by [`RunFolder::write_configuration`] once the run has
 //! started (for `--resume`: once the checkpoints have loaded), so a failed resume leaves the
 //! run's record of its configuration as it was.
 
-use super::checkpoint::{self, write_atomic};
+use crate::checkpoint::{self, write_atomic};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 

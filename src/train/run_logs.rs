@@ -2,7 +2,7 @@
 //! as ML-Agents 0.28 lists them) and `timers.json` (where the time went, and gauges of the
 //! mean reward), training.md §10.
 
-use crate::train::checkpoint::{self, write_atomic, Checkpoint};
+use crate::checkpoint::{self, write_atomic, Checkpoint};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -4,7 +4,7 @@
 
 use super::networks::to_weight;
 use crate::policy::Weights;
-use crate::train::checkpoint::{AdamState, ADAM_M_PREFIX, ADAM_V_PREFIX};
+use crate::checkpoint::{AdamState, ADAM_M_PREFIX, ADAM_V_PREFIX};
 use std::collections::BTreeMap;
 use tch::{nn, Tensor};
 

@@ -10,7 +10,7 @@ use crate::env::{EnvOptions, VecEnv};
 use crate::spec::BehaviorName;
 use crate::train::config::{EnvironmentParameter, RunOptions};
 use crate::export::{export_checkpoint, ExportOptions};
-use crate::train::checkpoint;
+use crate::checkpoint;
 use crate::train::run_logs::{write_training_status, Timers};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -305,6 +305,6 @@ pub fn load_variables(vs: &nn::VarStore, tensors: &Weights) -> Vec<String> {
 /// The actor's variables as exportable weights (the critic's are not part of a policy).
 pub fn actor_weights(vs: &nn::VarStore) -> Weights {
     let mut weights = variables(vs);
-    weights.0.retain(|name, _| !name.starts_with(crate::train::checkpoint::CRITIC_PREFIX));
+    weights.0.retain(|name, _| !name.starts_with(crate::checkpoint::CRITIC_PREFIX));
     weights
 }

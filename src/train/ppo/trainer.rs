@@ -8,7 +8,7 @@ use crate::comm::side_channel::StatsAggregation;
 use crate::env::{ActionTuple, DecisionSteps, TerminalSteps};
 use crate::policy::{PolicyDescription, SimpleVisualEncoder, Weights, POLICY_FORMAT_VERSION};
 use crate::spec::BehaviorSpec;
-use crate::train::checkpoint::{self, Checkpoint, CheckpointDescription, CHECKPOINT_FORMAT_VERSION, ROLLOUT_PREFIX};
+use crate::checkpoint::{self, Checkpoint, CheckpointDescription, CHECKPOINT_FORMAT_VERSION, ROLLOUT_PREFIX};
 use crate::train::config::TrainerSettings;
 use crate::train::gae::{gae, standardize};
 use crate::train::schedule::DecayedValue;
