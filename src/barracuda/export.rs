@@ -5,6 +5,7 @@
 //! (continuous) or normalised log-probabilities per branch (discrete). Only layer kinds every
 //! Barracuda release runs are used.
 
+use crate::spec::model::{self, ModelInput};
 use super::model::{Activation, Input, Layer, LayerType, NnModel, WeightType};
 use super::writer::TensorBlob;
 use super::FORMAT_VERSION;
@@ -124,21 +125,21 @@ pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnMod
     if actions.is_hybrid() {
         return Err(PolicyError::Unsupported("the .nn interface (model API 2) has no hybrid actions; export ONNX".into()));
     }
-    let mut b = NnBuilder { blob: TensorBlob::new(), layers: vec![], constants: Layer::new("action_output_shape", LayerType::Load, &[]) };
+    let mut b = NnBuilder { blob: TensorBlob::new(), layers: vec![], constants: Layer::new(model::ACTION_OUTPUT_SHAPE, LayerType::Load, &[]) };
     let continuous = actions.continuous_size > 0;
     let total: usize = actions.discrete_branches.iter().sum();
     let output_size = if continuous { actions.continuous_size } else { total };
     // The merged Load layer is named after its first tensor (barracuda-nn.md §8).
-    b.constant("action_output_shape", &[output_size as f32])?;
-    b.constant("memory_size", &[0.0])?;
-    b.constant("version_number", &[2.0])?;
-    b.constant("is_continuous_control", &[if continuous { 1.0 } else { 0.0 }])?;
+    b.constant(model::ACTION_OUTPUT_SHAPE, &[output_size as f32])?;
+    b.constant(model::MEMORY_SIZE, &[0.0])?;
+    b.constant(model::VERSION_NUMBER, &[2.0])?;
+    b.constant(model::IS_CONTINUOUS_CONTROL, &[if continuous { 1.0 } else { 0.0 }])?;
     let vector_width = description.vector_width();
     let mut inputs = vec![];
     let mut vector = String::new();
     if vector_width > 0 {
-        inputs.push(Input { name: "vector_observation".into(), shape: vec![-1, 1, 1, vector_width as i32] });
-        vector = "vector_observation".into();
+        inputs.push(Input { name: model::VECTOR_OBSERVATION.into(), shape: vec![-1, 1, 1, vector_width as i32] });
+        vector = model::VECTOR_OBSERVATION.into();
     }
     if description.normalize && vector_width > 0 {
         let (mut mean, mut std) = (vec![], vec![]);
@@ -163,7 +164,7 @@ pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnMod
     let (mut offset, mut visual_count) = (0, 0);
     for (i, shape) in description.observation_shapes.iter().enumerate() {
         if let Some(encoder) = SimpleVisualEncoder::of(shape) {
-            let name = format!("visual_observation_{visual_count}");
+            let name = ModelInput::VisualObservation(visual_count).name();
             inputs.push(Input { name: name.clone(), shape: vec![-1, encoder.height as i32, encoder.width as i32, encoder.channels as i32] });
             encodings.push(visual_encoder(&mut b, &name, &encoder, weights, i)?);
             visual_count += 1;
@@ -182,7 +183,7 @@ pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnMod
         encodings[position] = if (start, end) == (0, vector_width) {
             vector.clone()
         } else {
-            let name = format!("vector_observation/slice_{start}_{end}");
+            let name = format!("{}/slice_{start}_{end}", model::VECTOR_OBSERVATION);
             let mut slice = Layer::new(&name, LayerType::StridedSlice, &[&vector]);
             (slice.pad, slice.pool, slice.stride) = (vec![0, 0, 0, start as i32], vec![0, 0, 0, end as i32], vec![1, 1, 1, 1]);
             b.layers.push(slice);
@@ -212,22 +213,22 @@ pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnMod
         b.layers.push(noise);
         let scaled = b.layer("policy/scaled_noise", LayerType::Mul, &["policy/epsilon", &std]);
         let sample = b.layer("policy/sample", LayerType::Add, &[&mu, &scaled]);
-        let low = b.constant("policy/clip_low", &[-3.0])?;
-        let high = b.constant("policy/clip_high", &[3.0])?;
-        let three = b.constant("policy/three", &[3.0])?;
+        let low = b.constant("policy/clip_low", &[-model::ACTION_CLIP])?;
+        let high = b.constant("policy/clip_high", &[model::ACTION_CLIP])?;
+        let three = b.constant("policy/three", &[model::ACTION_CLIP])?;
         let lower = b.layer("policy/clip_max", LayerType::Max, &[&sample, &low]);
         let clipped = b.layer("policy/clip_min", LayerType::Min, &[&lower, &high]);
         let scaled_action = b.layer("policy/action", LayerType::Div, &[&clipped, &three]);
-        b.activation("action", Activation::None, &scaled_action);
+        b.activation(model::ACTION, Activation::None, &scaled_action);
     } else {
-        inputs.push(Input { name: "action_masks".into(), shape: vec![-1, 1, 1, total as i32] });
+        inputs.push(Input { name: model::ACTION_MASKS.into(), shape: vec![-1, 1, 1, total as i32] });
         let epsilon = b.constant("policy/epsilon_prob", &[1e-7])?;
         let mut branches = vec![];
         let mut start = 0;
         for (k, size) in actions.discrete_branches.iter().enumerate() {
             let logits = b.dense(&format!("policy/branch_{k}"), &x, weights, &names::branch_weight(k), &names::branch_bias(k))?;
             let probs = b.activation(&format!("policy/branch_{k}/softmax"), Activation::Softmax, &logits);
-            let mut slice = Layer::new(&format!("policy/branch_{k}/mask"), LayerType::StridedSlice, &["action_masks"]);
+            let mut slice = Layer::new(&format!("policy/branch_{k}/mask"), LayerType::StridedSlice, &[model::ACTION_MASKS]);
             (slice.pad, slice.pool, slice.stride) = (vec![0, 0, 0, start], vec![0, 0, 0, start + *size as i32], vec![1, 1, 1, 1]);
             b.layers.push(slice);
             let shifted = b.layer(&format!("policy/branch_{k}/add"), LayerType::Add, &[&probs, &epsilon]);
@@ -242,12 +243,12 @@ pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnMod
         }
         let refs: Vec<&str> = branches.iter().map(|s| s.as_str()).collect();
         if refs.len() == 1 {
-            b.activation("action", Activation::None, refs[0]);
+            b.activation(model::ACTION, Activation::None, refs[0]);
         } else {
             let mut concat = Layer::new("policy/concat", LayerType::Concat, &refs);
             concat.axis = 3;
             b.layers.push(concat);
-            b.activation("action", Activation::None, "policy/concat");
+            b.activation(model::ACTION, Activation::None, "policy/concat");
         }
     }
     // The Load layer holds every constant and comes first; tensors must lie in file order.
@@ -257,7 +258,7 @@ pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnMod
     let mut model = NnModel {
         version: FORMAT_VERSION,
         inputs,
-        outputs: vec!["action".into()],
+        outputs: vec![model::ACTION.into()],
         memories: vec![],
         layers: ordered,
         weight_type: WeightType::Float32,

@@ -6,6 +6,7 @@
 //! Every file is built in memory first and written atomically; if any write fails, the files
 //! this export already wrote are removed, so an export is whole or absent.
 
+use crate::spec::model::{self, ModelInput};
 use crate::onnx::export::{to_onnx_api_bytes, OnnxApi};
 use crate::policy::parity::{ParityRecord, PARITY_FORMAT_VERSION};
 use crate::policy::PolicyError;
@@ -48,9 +49,9 @@ pub struct Exported {
 /// The parity record of a checkpoint (None if it recorded no rollout).
 pub fn parity_record(checkpoint: &Checkpoint, files: BTreeMap<String, String>) -> Option<ParityRecord> {
     let d = &checkpoint.description;
-    let first = checkpoint.rollout("obs_0")?;
+    let first = checkpoint.rollout(&ModelInput::Observation(0).name())?;
     let batch = *first.shape.first()?;
-    let observations = (0..d.policy.observation_shapes.len()).map(|i| checkpoint.rollout(&format!("obs_{i}")).map(|t| t.data.clone())).collect::<Option<Vec<_>>>()?;
+    let observations = (0..d.policy.observation_shapes.len()).map(|i| checkpoint.rollout(&ModelInput::Observation(i).name()).map(|t| t.data.clone())).collect::<Option<Vec<_>>>()?;
     let values = |name: &str| checkpoint.rollout(name).map(|t| t.data.clone()).unwrap_or_default();
     Some(ParityRecord {
         format_version: PARITY_FORMAT_VERSION,
@@ -60,13 +61,13 @@ pub fn parity_record(checkpoint: &Checkpoint, files: BTreeMap<String, String>) -
         files,
         batch,
         observations,
-        action_masks: values("action_masks"),
+        action_masks: values(model::ACTION_MASKS),
         noise: values("noise"),
-        deterministic_continuous_actions: values("deterministic_continuous_actions"),
-        continuous_actions: values("continuous_actions"),
-        deterministic_discrete_actions: values("deterministic_discrete_actions").iter().map(|v| *v as i64).collect(),
+        deterministic_continuous_actions: values(model::DETERMINISTIC_CONTINUOUS_ACTIONS),
+        continuous_actions: values(model::CONTINUOUS_ACTIONS),
+        deterministic_discrete_actions: values(model::DETERMINISTIC_DISCRETE_ACTIONS).iter().map(|v| *v as i64).collect(),
         uniform: values("uniform"),
-        discrete_actions: values("discrete_actions").iter().map(|v| *v as i64).collect(),
+        discrete_actions: values(model::DISCRETE_ACTIONS).iter().map(|v| *v as i64).collect(),
     })
 }
 

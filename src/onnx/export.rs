@@ -3,6 +3,7 @@
 //! named like their outputs, sampled and deterministic action outputs. Model API 2 (the
 //! com.unity.ml-agents 1.x interface) on request.
 
+use crate::spec::model::{self, ModelInput};
 use super::{attr_float, attr_int, attr_ints, value_info, GraphBuilder, FLOAT, INT64};
 use crate::policy::{names, PolicyDescription, PolicyError, SimpleVisualEncoder, Weights, NORMALIZATION_CLIP};
 use prost::Message;
@@ -66,7 +67,7 @@ fn body(g: &mut GraphBuilder, description: &PolicyDescription, weights: &Weights
     match api {
         OnnxApi::V3 => {
             for (i, shape) in description.observation_shapes.iter().enumerate() {
-                let name = format!("obs_{i}");
+                let name = ModelInput::Observation(i).name();
                 if let Some(encoder) = SimpleVisualEncoder::of(shape) {
                     // Images come in NCHW, as ML-Agents 0.28 exports them.
                     let dims = [-1, encoder.channels as i64, encoder.height as i64, encoder.width as i64];
@@ -93,8 +94,8 @@ fn body(g: &mut GraphBuilder, description: &PolicyDescription, weights: &Weights
             // One concatenated vector input; each observation's statistics laid side by side
             // (the step counts folded into the variances).
             let width = description.encoding_width();
-            inputs.push(value_info("vector_observation", FLOAT, &[-1, width as i64]));
-            let mut x = "vector_observation".to_string();
+            inputs.push(value_info(model::VECTOR_OBSERVATION, FLOAT, &[-1, width as i64]));
+            let mut x = model::VECTOR_OBSERVATION.to_string();
             if description.normalize {
                 let (mut mean, mut var) = (vec![], vec![]);
                 for i in 0..description.observation_shapes.len() {
@@ -102,7 +103,7 @@ fn body(g: &mut GraphBuilder, description: &PolicyDescription, weights: &Weights
                     mean.extend_from_slice(&weights.get(&names::running_mean(i))?.data);
                     var.extend(weights.get(&names::running_variance(i))?.data.iter().map(|v| v / steps));
                 }
-                x = normalize(g, x, &mean, &var, &[1.0], "vector_observation");
+                x = normalize(g, x, &mean, &var, &[1.0], model::VECTOR_OBSERVATION);
             }
             encodings.push(x);
         }
@@ -148,7 +149,7 @@ fn masked_branch_probabilities(g: &mut GraphBuilder, h: &str, description: &Poli
         let logits = linear(g, h.to_string(), weights, &names::branch_weight(b), &names::branch_bias(b))?;
         let mask = g.node(
             "Slice",
-            vec!["action_masks".into()],
+            vec![model::ACTION_MASKS.into()],
             vec![attr_ints("starts", &[start]), attr_ints("ends", &[start + *k as i64]), attr_ints("axes", &[1])],
             "mask",
         );
@@ -179,8 +180,8 @@ fn continuous_head(g: &mut GraphBuilder, h: &str, weights: &Weights, c: usize, s
     let noise = g.node("RandomNormalLike", vec![mu.clone()], vec![attr_float("mean", 0.0), attr_float("scale", 1.0)], "noise");
     let scaled = g.node("Mul", vec![noise, std], vec![], "sample");
     let sample = g.node("Add", vec![mu.clone(), scaled], vec![], "sample");
-    let three = g.constant("three", &[], vec![3.0]);
-    let clip = [attr_float("min", -3.0), attr_float("max", 3.0)];
+    let three = g.constant("three", &[], vec![model::ACTION_CLIP]);
+    let clip = [attr_float("min", -model::ACTION_CLIP), attr_float("max", model::ACTION_CLIP)];
     let clipped = g.node("Clip", vec![sample], clip.to_vec(), "continuous");
     g.node_into("Div", vec![clipped, three.clone()], vec![], sampled_name);
     if let Some(name) = deterministic_name {
@@ -204,34 +205,34 @@ pub fn to_onnx_api(description: &PolicyDescription, weights: &Weights, api: Onnx
         return to_onnx_v2(g, description, weights);
     }
     let (mut inputs, h) = body(&mut g, description, weights, api)?;
-    let mut outputs = vec![value_info("version_number", FLOAT, &[1]), value_info("memory_size", FLOAT, &[1])];
-    constant_output(&mut g, "version_number", &[1], vec![MODEL_API_VERSION]);
-    constant_output(&mut g, "memory_size", &[1], vec![0.0]);
+    let mut outputs = vec![value_info(model::VERSION_NUMBER, FLOAT, &[1]), value_info(model::MEMORY_SIZE, FLOAT, &[1])];
+    constant_output(&mut g, model::VERSION_NUMBER, &[1], vec![MODEL_API_VERSION]);
+    constant_output(&mut g, model::MEMORY_SIZE, &[1], vec![0.0]);
     let c = actions.continuous_size;
     if c > 0 {
-        continuous_head(&mut g, &h, weights, c, "continuous_actions", Some("deterministic_continuous_actions"))?;
-        constant_output(&mut g, "continuous_action_output_shape", &[1], vec![c as f32]);
-        outputs.push(value_info("continuous_actions", FLOAT, &[-1, c as i64]));
-        outputs.push(value_info("continuous_action_output_shape", FLOAT, &[1]));
-        outputs.push(value_info("deterministic_continuous_actions", FLOAT, &[-1, c as i64]));
+        continuous_head(&mut g, &h, weights, c, model::CONTINUOUS_ACTIONS, Some(model::DETERMINISTIC_CONTINUOUS_ACTIONS))?;
+        constant_output(&mut g, model::CONTINUOUS_ACTION_OUTPUT_SHAPE, &[1], vec![c as f32]);
+        outputs.push(value_info(model::CONTINUOUS_ACTIONS, FLOAT, &[-1, c as i64]));
+        outputs.push(value_info(model::CONTINUOUS_ACTION_OUTPUT_SHAPE, FLOAT, &[1]));
+        outputs.push(value_info(model::DETERMINISTIC_CONTINUOUS_ACTIONS, FLOAT, &[-1, c as i64]));
     }
     let branches = &actions.discrete_branches;
     if !branches.is_empty() {
         let total: usize = branches.iter().sum();
-        inputs.push(value_info("action_masks", FLOAT, &[-1, total as i64]));
+        inputs.push(value_info(model::ACTION_MASKS, FLOAT, &[-1, total as i64]));
         let (mut sampled, mut argmax) = (vec![], vec![]);
         for probs in masked_branch_probabilities(&mut g, &h, description, weights)? {
             let log_probs = g.node("Log", vec![probs.clone()], vec![], "log_probs");
             sampled.push(g.node("Multinomial", vec![log_probs], vec![attr_int("dtype", INT64 as i64), attr_int("sample_size", 1)], "sample"));
             argmax.push(g.node("ArgMax", vec![probs], vec![attr_int("axis", 1), attr_int("keepdims", 1)], "argmax"));
         }
-        g.node_into("Concat", sampled, vec![attr_int("axis", 1)], "discrete_actions");
-        g.node_into("Concat", argmax, vec![attr_int("axis", 1)], "deterministic_discrete_actions");
+        g.node_into("Concat", sampled, vec![attr_int("axis", 1)], model::DISCRETE_ACTIONS);
+        g.node_into("Concat", argmax, vec![attr_int("axis", 1)], model::DETERMINISTIC_DISCRETE_ACTIONS);
         let sizes: Vec<f32> = branches.iter().map(|k| *k as f32).collect();
-        constant_output(&mut g, "discrete_action_output_shape", &[1, branches.len() as i64], sizes);
-        outputs.push(value_info("discrete_actions", INT64, &[-1, branches.len() as i64]));
-        outputs.push(value_info("discrete_action_output_shape", FLOAT, &[1, branches.len() as i64]));
-        outputs.push(value_info("deterministic_discrete_actions", INT64, &[-1, branches.len() as i64]));
+        constant_output(&mut g, model::DISCRETE_ACTION_OUTPUT_SHAPE, &[1, branches.len() as i64], sizes);
+        outputs.push(value_info(model::DISCRETE_ACTIONS, INT64, &[-1, branches.len() as i64]));
+        outputs.push(value_info(model::DISCRETE_ACTION_OUTPUT_SHAPE, FLOAT, &[1, branches.len() as i64]));
+        outputs.push(value_info(model::DETERMINISTIC_DISCRETE_ACTIONS, INT64, &[-1, branches.len() as i64]));
     }
     Ok(g.finish("mlagents-rs policy", OPSET, inputs, outputs, "mlagents-rs"))
 }
@@ -247,9 +248,9 @@ fn to_onnx_v2(mut g: GraphBuilder, description: &PolicyDescription, weights: &We
     let continuous = actions.continuous_size > 0;
     let width = if continuous { actions.continuous_size } else { actions.mask_len() };
     if continuous {
-        continuous_head(&mut g, &h, weights, width, "action", None)?;
+        continuous_head(&mut g, &h, weights, width, model::ACTION, None)?;
     } else {
-        inputs.push(value_info("action_masks", FLOAT, &[-1, width as i64]));
+        inputs.push(value_info(model::ACTION_MASKS, FLOAT, &[-1, width as i64]));
         // log(p + 1e-7): masked actions get about -16 instead of -inf.
         let epsilon = g.constant("log_epsilon", &[], vec![1e-7]);
         let log_probs: Vec<String> = masked_branch_probabilities(&mut g, &h, description, weights)?
@@ -259,18 +260,18 @@ fn to_onnx_v2(mut g: GraphBuilder, description: &PolicyDescription, weights: &We
                 g.node("Log", vec![lifted], vec![], "log_probs")
             })
             .collect();
-        g.node_into("Concat", log_probs, vec![attr_int("axis", 1)], "action");
+        g.node_into("Concat", log_probs, vec![attr_int("axis", 1)], model::ACTION);
     }
-    constant_output(&mut g, "version_number", &[1], vec![2.0]);
-    constant_output(&mut g, "memory_size", &[1], vec![0.0]);
-    constant_output(&mut g, "is_continuous_control", &[1], vec![if continuous { 1.0 } else { 0.0 }]);
-    constant_output(&mut g, "action_output_shape", &[1], vec![width as f32]);
+    constant_output(&mut g, model::VERSION_NUMBER, &[1], vec![2.0]);
+    constant_output(&mut g, model::MEMORY_SIZE, &[1], vec![0.0]);
+    constant_output(&mut g, model::IS_CONTINUOUS_CONTROL, &[1], vec![if continuous { 1.0 } else { 0.0 }]);
+    constant_output(&mut g, model::ACTION_OUTPUT_SHAPE, &[1], vec![width as f32]);
     let outputs = vec![
-        value_info("action", FLOAT, &[-1, width as i64]),
-        value_info("version_number", FLOAT, &[1]),
-        value_info("memory_size", FLOAT, &[1]),
-        value_info("is_continuous_control", FLOAT, &[1]),
-        value_info("action_output_shape", FLOAT, &[1]),
+        value_info(model::ACTION, FLOAT, &[-1, width as i64]),
+        value_info(model::VERSION_NUMBER, FLOAT, &[1]),
+        value_info(model::MEMORY_SIZE, FLOAT, &[1]),
+        value_info(model::IS_CONTINUOUS_CONTROL, FLOAT, &[1]),
+        value_info(model::ACTION_OUTPUT_SHAPE, FLOAT, &[1]),
     ];
     Ok(g.finish("mlagents-rs policy", OPSET, inputs, outputs, "mlagents-rs"))
 }

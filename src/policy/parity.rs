@@ -3,6 +3,7 @@
 //! `mlagents-export` writes it from a checkpoint; `mlagents-run --parity` checks a model
 //! against it.
 
+use crate::spec::model;
 use super::PolicyDescription;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -107,14 +108,14 @@ impl ParityRecord {
             }
             Ok(())
         };
-        expect("action_masks", self.action_masks.len(), spec.mask_len())?;
+        expect(model::ACTION_MASKS, self.action_masks.len(), spec.mask_len())?;
         expect("noise", self.noise.len(), spec.continuous_size)?;
-        expect("deterministic_continuous_actions", self.deterministic_continuous_actions.len(), spec.continuous_size)?;
-        expect("continuous_actions", self.continuous_actions.len(), spec.continuous_size)?;
-        expect("deterministic_discrete_actions", self.deterministic_discrete_actions.len(), spec.discrete_size())?;
+        expect(model::DETERMINISTIC_CONTINUOUS_ACTIONS, self.deterministic_continuous_actions.len(), spec.continuous_size)?;
+        expect(model::CONTINUOUS_ACTIONS, self.continuous_actions.len(), spec.continuous_size)?;
+        expect(model::DETERMINISTIC_DISCRETE_ACTIONS, self.deterministic_discrete_actions.len(), spec.discrete_size())?;
         if !self.uniform.is_empty() || !self.discrete_actions.is_empty() {
             expect("uniform", self.uniform.len(), spec.discrete_size())?;
-            expect("discrete_actions", self.discrete_actions.len(), spec.discrete_size())?;
+            expect(model::DISCRETE_ACTIONS, self.discrete_actions.len(), spec.discrete_size())?;
         }
         Ok(())
     }

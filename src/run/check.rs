@@ -2,6 +2,7 @@
 //! §10-11 for `.nn` and the legacy interface, onnx-export.md §7 for ONNX version 3), listing
 //! every violation at once.
 
+use crate::spec::model::{self as interface, ModelInput};
 use super::{Policy, RunError};
 use crate::spec::MODEL_CONSTANTS as CONSTANTS;
 use crate::spec::BehaviorSpec;
@@ -88,44 +89,44 @@ pub fn check(model: &ModelFacts, spec: &BehaviorSpec) -> Vec<String> {
     }
     let actions = &spec.action_spec;
     let branches: Vec<f32> = actions.discrete_branches.iter().map(|b| *b as f32).collect();
-    let version = model.constant("version_number");
+    let version = model.constant(interface::VERSION_NUMBER);
     match version {
         None => v.push("required constant version_number was not found".to_string()),
-        Some(x) if x != 2.0 && x != 3.0 => v.push(format!("version_number is {x}; Unity loads 2 or 3")),
+        Some(x) if x != 2.0 && x != 3.0 => v.push(format!("{} is {x}; Unity loads 2 or 3", interface::VERSION_NUMBER)),
         _ => {}
     }
-    let memory = model.constant("memory_size");
+    let memory = model.constant(interface::MEMORY_SIZE);
     if memory.is_none() {
         v.push("required constant memory_size was not found".into());
     }
     let memory = memory.unwrap_or(0.0);
     if !(memory.is_finite() && memory >= 0.0 && memory.fract() == 0.0) {
-        v.push(format!("memory_size is {memory}; it must be a whole number, 0 or more"));
+        v.push(format!("{} is {memory}; it must be a whole number, 0 or more", interface::MEMORY_SIZE));
     }
     for (name, dims) in &model.inputs {
         if let Some(d) = dims.iter().find(|d| **d < -1) {
             v.push(format!("input {name} declares a negative size {d}"));
         }
     }
-    let action_outputs = ["action", "continuous_actions", "discrete_actions", "deterministic_continuous_actions", "deterministic_discrete_actions"];
+    let action_outputs = [interface::ACTION, interface::CONTINUOUS_ACTIONS, interface::DISCRETE_ACTIONS, interface::DETERMINISTIC_CONTINUOUS_ACTIONS, interface::DETERMINISTIC_DISCRETE_ACTIONS];
     if !action_outputs.iter().any(|o| model.has_output(o)) {
         v.push(format!("no action output (one of {action_outputs:?})"));
     }
-    let modern = model.has_output("continuous_actions") || model.has_output("discrete_actions");
+    let modern = model.has_output(interface::CONTINUOUS_ACTIONS) || model.has_output(interface::DISCRETE_ACTIONS);
     let discrete_model;
     if modern {
-        let continuous = if model.has_output("continuous_actions") { model.constant("continuous_action_output_shape") } else { Some(0.0) };
+        let continuous = if model.has_output(interface::CONTINUOUS_ACTIONS) { model.constant(interface::CONTINUOUS_ACTION_OUTPUT_SHAPE) } else { Some(0.0) };
         match continuous {
-            None => v.push("continuous_actions is an output but continuous_action_output_shape is missing".into()),
+            None => v.push(format!("{} is an output but {} is missing", interface::CONTINUOUS_ACTIONS, interface::CONTINUOUS_ACTION_OUTPUT_SHAPE)),
             Some(c) if c as usize != actions.continuous_size => v.push(format!(
                 "the model has {c} continuous actions, the behavior {}",
                 actions.continuous_size
             )),
             _ => {}
         }
-        let discrete = if model.has_output("discrete_actions") { model.constants.get("discrete_action_output_shape").cloned() } else { Some(vec![]) };
+        let discrete = if model.has_output(interface::DISCRETE_ACTIONS) { model.constants.get(interface::DISCRETE_ACTION_OUTPUT_SHAPE).cloned() } else { Some(vec![]) };
         match discrete {
-            None => v.push("discrete_actions is an output but discrete_action_output_shape is missing".into()),
+            None => v.push(format!("{} is an output but {} is missing", interface::DISCRETE_ACTIONS, interface::DISCRETE_ACTION_OUTPUT_SHAPE)),
             Some(d) => {
                 // Version 3 lists the branch sizes; version 2 gives their sum.
                 let fits = if version == Some(3.0) { d == branches } else { d.first().copied().unwrap_or(0.0) == branches.iter().sum::<f32>() };
@@ -134,14 +135,14 @@ pub fn check(model: &ModelFacts, spec: &BehaviorSpec) -> Vec<String> {
                 }
             }
         }
-        discrete_model = model.has_output("discrete_actions");
+        discrete_model = model.has_output(interface::DISCRETE_ACTIONS);
     } else {
-        let kind = model.constant("is_continuous_control");
-        let size = model.constant("action_output_shape");
+        let kind = model.constant(interface::IS_CONTINUOUS_CONTROL);
+        let size = model.constant(interface::ACTION_OUTPUT_SHAPE);
         if kind.is_none() || size.is_none() {
             v.push("a model without continuous_actions/discrete_actions needs is_continuous_control and action_output_shape".into());
         }
-        if !model.has_output("action") {
+        if !model.has_output(interface::ACTION) {
             v.push("the model has no output named action".into());
         }
         discrete_model = kind == Some(0.0);
@@ -159,18 +160,18 @@ pub fn check(model: &ModelFacts, spec: &BehaviorSpec) -> Vec<String> {
                 }
             }
             (Some(other), _) if other != 0.0 && other != 1.0 => {
-                v.push(format!("is_continuous_control is {other}: cannot infer the type of control"))
+                v.push(format!("{} is {other}: cannot infer the type of control", interface::IS_CONTINUOUS_CONTROL))
             }
             _ => {}
         }
     }
-    if discrete_model && model.input("action_masks").is_none() {
+    if discrete_model && model.input(interface::ACTION_MASKS).is_none() {
         v.push("a discrete model needs the input action_masks".into());
     }
-    if let Some(d) = model.input("action_masks") {
+    if let Some(d) = model.input(interface::ACTION_MASKS) {
         let width = *d.last().unwrap_or(&0);
         if width >= 0 && width as usize != actions.mask_len() && actions.mask_len() > 0 {
-            v.push(format!("action_masks has width {width}, the behavior's branches sum to {}", actions.mask_len()));
+            v.push(format!("{} has width {width}, the behavior's branches sum to {}", interface::ACTION_MASKS, actions.mask_len()));
         }
     }
     // Inputs.
@@ -184,7 +185,8 @@ pub fn check(model: &ModelFacts, spec: &BehaviorSpec) -> Vec<String> {
     };
     for (name, dims) in &model.inputs {
         let last = dims.last().copied().unwrap_or(-1);
-        if let Some(i) = name.strip_prefix("obs_").and_then(|k| k.parse::<usize>().ok()) {
+        let input = ModelInput::parse(name);
+        if let Some(ModelInput::Observation(i)) = input {
             match observations.get(i) {
                 None => v.push(format!("input {name}: the behavior has only {} observations", observations.len())),
                 Some(o) => {
@@ -197,11 +199,11 @@ pub fn check(model: &ModelFacts, spec: &BehaviorSpec) -> Vec<String> {
                     }
                 }
             }
-        } else if name == "vector_observation" {
+        } else if input == Some(ModelInput::VectorObservation) {
             if last >= 0 && last as usize != vector_size {
-                v.push(format!("vector_observation has size {last}, the behavior's vector observations sum to {vector_size}"));
+                v.push(format!("{} has size {last}, the behavior's vector observations sum to {vector_size}", interface::VECTOR_OBSERVATION));
             }
-        } else if let Some(k) = name.strip_prefix("visual_observation_").and_then(|k| k.parse::<usize>().ok()) {
+        } else if let Some(ModelInput::VisualObservation(k)) = input {
             match visual.get(k) {
                 None => v.push(format!("input {name}: the behavior has only {} visual observations", visual.len())),
                 Some(hwc) => {
@@ -210,29 +212,28 @@ pub fn check(model: &ModelFacts, spec: &BehaviorSpec) -> Vec<String> {
                     }
                 }
             }
-        } else if name == "prev_action" {
+        } else if input == Some(ModelInput::PreviousAction) {
             if last >= 0 && last as usize != actions.discrete_size() {
-                v.push(format!("prev_action has size {last}, the behavior has {} branches", actions.discrete_size()));
+                v.push(format!("{} has size {last}, the behavior has {} branches", interface::PREV_ACTION, actions.discrete_size()));
             }
-        } else if !matches!(name.as_str(), "action_masks" | "recurrent_in" | "epsilon" | "sequence_length")
-            && !model.memory_inputs.contains(name)
+        } else if input.is_none() && !model.memory_inputs.contains(name)
         {
             v.push(format!("the model contains an unexpected input named {name:?}"));
         }
     }
     if version == Some(3.0) {
         for i in 0..observations.len() {
-            if model.input(&format!("obs_{i}")).is_none() {
+            if model.input(&ModelInput::Observation(i).name()).is_none() {
                 v.push(format!("the model has no input obs_{i} for observation {i}"));
             }
         }
     }
     if memory > 0.0 {
-        if version == Some(3.0) && model.input("recurrent_in").is_none() {
-            v.push("memory_size > 0 but the model has no input recurrent_in".into());
+        if version == Some(3.0) && model.input(interface::RECURRENT_IN).is_none() {
+            v.push(format!("{} > 0 but the model has no input {}", interface::MEMORY_SIZE, interface::RECURRENT_IN));
         }
-        if model.memory_outputs.is_empty() && !model.has_output("recurrent_out") {
-            v.push("memory_size > 0 but the model has no output recurrent_out".into());
+        if model.memory_outputs.is_empty() && !model.has_output(interface::RECURRENT_OUT) {
+            v.push(format!("{} > 0 but the model has no output {}", interface::MEMORY_SIZE, interface::RECURRENT_OUT));
         }
     }
     v

@@ -4,6 +4,7 @@
 //! `[N, sum of branches]`, visual `[N, H, W, C]`) or in Barracuda's rank 4; missing memory
 //! inputs are zeros (a new episode). Outputs of shape `[N, 1, 1, C]` come back as `[N, C]`.
 
+use crate::spec::model;
 use super::onnx::{bounded_elements, LoadOptions, OnnxPolicy, MAX_INPUT_ELEMENTS, NOISE_INPUT};
 use super::{NamedTensors, RunError, TensorData};
 use crate::barracuda::{self, LowerOptions, NnModel};
@@ -17,8 +18,6 @@ pub struct NnPolicy {
     prev_action_branches: Vec<usize>,
 }
 
-/// The name of the previous-action input of recurrent discrete `.nn` models.
-const PREV_ACTION: &str = "prev_action";
 
 impl NnPolicy {
     pub fn load(path: &std::path::Path, options: LoadOptions) -> Result<Self, RunError> {
@@ -50,7 +49,7 @@ impl NnPolicy {
                 });
             }
         }
-        let prev_action_branches = if model.inputs.iter().any(|i| i.name == PREV_ACTION) {
+        let prev_action_branches = if model.inputs.iter().any(|i| i.name == model::PREV_ACTION) {
             model.layers.iter().filter(|l| l.layer_type == barracuda::LayerType::OneHot).filter_map(|l| l.pool.first().map(|d| (*d).max(0) as usize)).collect()
         } else {
             vec![]
@@ -99,7 +98,7 @@ impl NnPolicy {
             let size = branches[branch];
             if !(value.fract() == 0.0 && *value >= 0.0 && (*value as usize) < size) {
                 return Err(RunError::BadInput {
-                    name: PREV_ACTION.into(),
+                    name: model::PREV_ACTION.into(),
                     detail: format!("value {value} at row {row} is outside branch {branch} (size {size}): previous actions are indices 0..{size}"),
                 });
             }
@@ -130,7 +129,7 @@ impl NnPolicy {
             };
             match inputs.get(name.as_str()) {
                 Some(t) => {
-                    if name == PREV_ACTION {
+                    if name == model::PREV_ACTION {
                         self.check_previous_actions(t)?;
                     }
                     fed.insert(name.clone(), rank4(t)?);

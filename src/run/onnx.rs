@@ -7,6 +7,7 @@
 //! generator on every run, so it would repeat one draw at every decision). Plans are
 //! optimized per batch size and cached.
 
+use crate::spec::model;
 use super::{NamedTensors, RunError, TensorData};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -153,7 +154,7 @@ impl OnnxPolicy {
             .iter()
             .map(|i| {
                 let shape: Vec<usize> = i.dims.iter().map(|d| d.unwrap_or(batch)).collect();
-                let fill = if i.name == "action_masks" { 1.0 } else { 0.0 };
+                let fill = if i.name == model::ACTION_MASKS { 1.0 } else { 0.0 };
                 let n = bounded_elements(&shape).ok_or_else(|| RunError::TooLarge {
                     path: self.path.clone(),
                     name: i.name.clone(),

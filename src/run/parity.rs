@@ -5,6 +5,7 @@
 //! the model's own);
 //! [`compare_models`] runs two models on the same decision steps and compares their actions.
 
+use crate::spec::model::{self, ModelInput};
 use super::play::{argmax, split_branches, PlayError, PolicyDriver};
 use super::{LoadOptions, NamedTensors, Policy, TensorData, NOISE_INPUT, UNIFORM_INPUT};
 use crate::policy::parity::inverse_cdf;
@@ -53,8 +54,8 @@ pub fn record_steps(record: &ParityRecord) -> (BehaviorSpec, DecisionSteps) {
         .iter()
         .enumerate()
         .map(|(i, s)| match s.as_slice() {
-            [h, w, c] => ObservationSpec::visual_hwc(*h, *w, *c, &format!("obs_{i}")),
-            _ => ObservationSpec::vector(s.iter().product(), &format!("obs_{i}")),
+            [h, w, c] => ObservationSpec::visual_hwc(*h, *w, *c, &ModelInput::Observation(i).name()),
+            _ => ObservationSpec::vector(s.iter().product(), &ModelInput::Observation(i).name()),
         })
         .collect();
     let spec = BehaviorSpec { observation_specs, action_spec: record.policy.action_spec.clone() };
@@ -123,7 +124,7 @@ fn discrete_choices(
     if let Some(t) = outputs.get(indices) {
         return Some((true, rows(t, n, branches.len()).into_iter().map(|r| r.iter().map(|v| v.round() as i64).collect()).collect()));
     }
-    let t = outputs.get("action")?;
+    let t = outputs.get(model::ACTION)?;
     let choices = rows(t, n, branches.iter().sum())
         .iter()
         .enumerate()
@@ -178,11 +179,11 @@ fn check_recorded(model: &Path, sha256: &str, record: &ParityRecord, tolerance: 
     let missing = |what: &str| PlayError::Mismatch { behavior: record.behavior.clone(), detail: format!("the model has no {what} output") };
     let mut checks = vec![];
     if c > 0 {
-        let (name, t) = ["deterministic_continuous_actions", "action"]
+        let (name, t) = [model::DETERMINISTIC_CONTINUOUS_ACTIONS, model::ACTION]
             .iter()
             .find_map(|k| outputs.get(*k).map(|t| (*k, t)))
             .ok_or_else(|| missing("deterministic continuous action"))?;
-        checks.push(compare_continuous(name, "deterministic_continuous_actions", t, &record.deterministic_continuous_actions, n, c, tolerance));
+        checks.push(compare_continuous(name, model::DETERMINISTIC_CONTINUOUS_ACTIONS, t, &record.deterministic_continuous_actions, n, c, tolerance));
     }
     // Sampled actions with the recorded noise in place of the model's own draws.
     let sampled_discrete = !branches.is_empty() && !record.discrete_actions.is_empty();
@@ -202,24 +203,24 @@ fn check_recorded(model: &Path, sha256: &str, record: &ParityRecord, tolerance: 
         None
     };
     if let (Some(sampled), true) = (&sampled, c > 0) {
-        let (name, t) = ["continuous_actions", "action"].iter().find_map(|k| sampled.get(*k).map(|t| (*k, t))).ok_or_else(|| missing("continuous action"))?;
-        checks.push(compare_continuous(name, "continuous_actions", t, &record.continuous_actions, n, c, tolerance));
+        let (name, t) = [model::CONTINUOUS_ACTIONS, model::ACTION].iter().find_map(|k| sampled.get(*k).map(|t| (*k, t))).ok_or_else(|| missing("continuous action"))?;
+        checks.push(compare_continuous(name, model::CONTINUOUS_ACTIONS, t, &record.continuous_actions, n, c, tolerance));
     }
     if !branches.is_empty() {
-        let (from_indices, choices) = discrete_choices(&outputs, "deterministic_discrete_actions", n, branches, |_, _, log_probs| argmax(log_probs) as i64)
+        let (from_indices, choices) = discrete_choices(&outputs, model::DETERMINISTIC_DISCRETE_ACTIONS, n, branches, |_, _, log_probs| argmax(log_probs) as i64)
             .ok_or_else(|| missing("discrete action"))?;
-        let name = if from_indices { "deterministic_discrete_actions" } else { "action (argmax per branch)" };
-        checks.push(compare_discrete(name, "deterministic_discrete_actions", &choices, &record.deterministic_discrete_actions, branches.len()));
+        let name = if from_indices { model::DETERMINISTIC_DISCRETE_ACTIONS } else { "action (argmax per branch)" };
+        checks.push(compare_discrete(name, model::DETERMINISTIC_DISCRETE_ACTIONS, &choices, &record.deterministic_discrete_actions, branches.len()));
     }
     if let (Some(sampled), true) = (&sampled, sampled_discrete) {
         // Log-probabilities (model API 2, .nn) are sampled here as Unity would, with the draws.
-        let (from_indices, choices) = discrete_choices(sampled, "discrete_actions", n, branches, |r, b, log_probs| {
+        let (from_indices, choices) = discrete_choices(sampled, model::DISCRETE_ACTIONS, n, branches, |r, b, log_probs| {
             let p: Vec<f32> = log_probs.iter().map(|l| l.exp()).collect();
             inverse_cdf(&p, record.uniform[r * branches.len() + b])
         })
         .ok_or_else(|| missing("discrete action"))?;
-        let name = if from_indices { "discrete_actions" } else { "action (sampled per branch)" };
-        checks.push(compare_discrete(name, "discrete_actions", &choices, &record.discrete_actions, branches.len()));
+        let name = if from_indices { model::DISCRETE_ACTIONS } else { "action (sampled per branch)" };
+        checks.push(compare_discrete(name, model::DISCRETE_ACTIONS, &choices, &record.discrete_actions, branches.len()));
     }
     let file_name = model.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
     let recorded_sha256 = record.files.iter().find(|(name, _)| Path::new(name).extension() == model.extension() || **name == file_name).map(|(_, s)| s.clone());

@@ -4,6 +4,7 @@
 //! (continuous from the model; discrete sampled from log-probabilities, or argmax when
 //! deterministic).
 
+use crate::spec::model::{self, ModelInput};
 use super::{NamedTensors, Policy, RunError, TensorData};
 use crate::env::{ActionTuple, DecisionSteps, EnvError, UnityEnvironment};
 use crate::spec::BehaviorSpec;
@@ -76,11 +77,11 @@ impl PolicyDriver {
                     ins.push((mem.input.clone(), Source::Memory { offset, size, rank3: false }));
                     offset += size;
                 }
-                (m.constant("memory_size").map_or(offset, |v| v as usize).max(offset), outs, ins)
+                (m.constant(model::MEMORY_SIZE).map_or(offset, |v| v as usize).max(offset), outs, ins)
             }
             Policy::Onnx(p) => {
-                let size = declared.iter().find(|(n, _)| n == "recurrent_in").and_then(|(_, d)| d.last().copied()).unwrap_or(0).max(0) as usize;
-                let outs = if size > 0 && p.outputs().iter().any(|o| o == "recurrent_out") { vec![("recurrent_out".into(), 0, size)] } else { vec![] };
+                let size = declared.iter().find(|(n, _)| n == model::RECURRENT_IN).and_then(|(_, d)| d.last().copied()).unwrap_or(0).max(0) as usize;
+                let outs = if size > 0 && p.outputs().iter().any(|o| o == model::RECURRENT_OUT) { vec![(model::RECURRENT_OUT.into(), 0, size)] } else { vec![] };
                 (size, outs, vec![])
             }
         };
@@ -91,28 +92,24 @@ impl PolicyDriver {
         };
         let mut sources = memory_inputs;
         for (name, dims) in &declared {
-            let source = if let Some(i) = name.strip_prefix("obs_").and_then(|k| k.parse::<usize>().ok()) {
-                if i >= spec.observation_specs.len() {
-                    return Err(mismatch(format!("the model reads {name}, the behavior has {} observations", spec.observation_specs.len())));
+            let source = match ModelInput::parse(name) {
+                Some(ModelInput::Observation(i)) => {
+                    if i >= spec.observation_specs.len() {
+                        return Err(mismatch(format!("the model reads {name}, the behavior has {} observations", spec.observation_specs.len())));
+                    }
+                    Source::Sensor { index: i, channels_first: channels_first_for(i, dims) }
                 }
-                Source::Sensor { index: i, channels_first: channels_first_for(i, dims) }
-            } else if name == "vector_observation" {
-                Source::VectorConcat
-            } else if let Some(k) = name.strip_prefix("visual_observation_").and_then(|k| k.parse::<usize>().ok()) {
-                let index = *visual_indices.get(k).ok_or_else(|| mismatch(format!("the model reads {name}, the behavior has {} visual observations", visual_indices.len())))?;
-                Source::Visual { nth: k, channels_first: channels_first_for(index, dims) }
-            } else if name == "action_masks" {
-                Source::Masks
-            } else if name == "prev_action" {
-                Source::PreviousAction
-            } else if name == "recurrent_in" {
-                Source::Memory { offset: 0, size: memory_size, rank3: dims.len() == 2 }
-            } else if name == "epsilon" {
-                Source::Epsilon { size: spec.action_spec.continuous_size }
-            } else if name == "sequence_length" {
-                Source::SequenceLength
-            } else {
-                return Err(mismatch(format!("the model reads {name:?}, which no environment provides")));
+                Some(ModelInput::VectorObservation) => Source::VectorConcat,
+                Some(ModelInput::VisualObservation(k)) => {
+                    let index = *visual_indices.get(k).ok_or_else(|| mismatch(format!("the model reads {name}, the behavior has {} visual observations", visual_indices.len())))?;
+                    Source::Visual { nth: k, channels_first: channels_first_for(index, dims) }
+                }
+                Some(ModelInput::ActionMasks) => Source::Masks,
+                Some(ModelInput::PreviousAction) => Source::PreviousAction,
+                Some(ModelInput::RecurrentIn) => Source::Memory { offset: 0, size: memory_size, rank3: dims.len() == 2 },
+                Some(ModelInput::Epsilon) => Source::Epsilon { size: spec.action_spec.continuous_size },
+                Some(ModelInput::SequenceLength) => Source::SequenceLength,
+                None => return Err(mismatch(format!("the model reads {name:?}, which no environment provides"))),
             };
             sources.push((name.clone(), source));
         }
@@ -212,17 +209,17 @@ impl PolicyDriver {
         let mismatch = |detail: String| PlayError::Mismatch { behavior: self.behavior.clone(), detail };
         let action_spec = self.spec.action_spec.clone();
         let (c, branches) = (action_spec.continuous_size, action_spec.discrete_branches.clone());
-        let version = outputs.get("version_number").and_then(|t| t.data.first()).copied().or(match &self.policy {
-            Policy::Nn(p) => p.model().constant("version_number"),
+        let version = outputs.get(model::VERSION_NUMBER).and_then(|t| t.data.first()).copied().or(match &self.policy {
+            Policy::Nn(p) => p.model().constant(model::VERSION_NUMBER),
             Policy::Onnx(_) => None,
         });
         let pick = |names: &[&str]| names.iter().find_map(|n| outputs.get(*n).map(|t| (n.to_string(), t)));
         let mut continuous = vec![];
         if c > 0 {
             let names: &[&str] = if self.deterministic {
-                &["deterministic_continuous_actions", "continuous_actions", "action"]
+                &[model::DETERMINISTIC_CONTINUOUS_ACTIONS, model::CONTINUOUS_ACTIONS, model::ACTION]
             } else {
-                &["continuous_actions", "action"]
+                &[model::CONTINUOUS_ACTIONS, model::ACTION]
             };
             let (name, t) = pick(names).ok_or_else(|| mismatch("no continuous action output".into()))?;
             let width = t.data.len() / n.max(1);
@@ -236,16 +233,16 @@ impl PolicyDriver {
         let mut discrete = vec![];
         if !branches.is_empty() {
             let names: &[&str] = if self.deterministic {
-                &["deterministic_discrete_actions", "discrete_actions", "action"]
+                &[model::DETERMINISTIC_DISCRETE_ACTIONS, model::DISCRETE_ACTIONS, model::ACTION]
             } else {
-                &["discrete_actions", "action"]
+                &[model::DISCRETE_ACTIONS, model::ACTION]
             };
             let (name, t) = pick(names).ok_or_else(|| mismatch("no discrete action output".into()))?;
             let width = t.data.len() / n.max(1);
             let total: usize = branches.iter().sum();
             // Version 3 outputs branch indices; version 2 and .nn output log-probabilities.
             let indices = version == Some(3.0) && width == branches.len();
-            let offset = if name == "action" && c > 0 { c } else { 0 };
+            let offset = if name == model::ACTION && c > 0 { c } else { 0 };
             if !indices && width < offset + total {
                 return Err(mismatch(format!("output {name} has {width} values per agent, the branches need {total}")));
             }

@@ -1,7 +1,9 @@
 //! The contract ML-Agents and Unity agree on: behavior specs, behavior names, API versions,
-//! ports. Every other module reads these names and numbers from here.
+//! ports, and the model interface ([`model`]: every tensor name of a policy model). Every
+//! other module reads these names and numbers from here.
 
 mod behavior;
+pub mod model;
 mod version;
 
 pub use behavior::{
@@ -21,16 +23,7 @@ pub const BASE_ENVIRONMENT_PORT: u16 = 5005;
 pub const DEFAULT_TIMEOUT_WAIT_SECS: u64 = 60;
 /// The academy name Unity sends in the handshake.
 pub const ACADEMY_NAME: &str = "AcademySingleton";
-/// The ML-Agents constants a policy model carries (as `.nn` tensors or ONNX outputs), in
-/// the order `mlagents-run inspect` lists them.
-pub const MODEL_CONSTANTS: &[&str] = &[
-    "version_number",
-    "memory_size",
-    "is_continuous_control",
-    "action_output_shape",
-    "continuous_action_output_shape",
-    "discrete_action_output_shape",
-];
+pub use model::MODEL_CONSTANTS;
 /// Header status of a normal message.
 pub const STATUS_OK: i32 = 200;
 /// Header status that closes the link.

@@ -2,6 +2,7 @@
 //! into trajectories, computes values and GAE, fills the update buffer, runs the clipped
 //! PPO update with ML-Agents' per-dimension ratio, and reports statistics.
 
+use crate::spec::model::{self, ModelInput};
 use super::adam::Adam;
 use super::networks::{actor_weights, load_variables, variables, Actor, Critic};
 use crate::comm::side_channel::StatsAggregation;
@@ -202,7 +203,7 @@ impl PpoTrainer {
             })
             .collect();
         let actions = ActionTuple {
-            continuous: raw.iter().map(|v| v.clamp(-3.0, 3.0) / 3.0).collect(),
+            continuous: raw.iter().map(|v| v.clamp(-model::ACTION_CLIP, model::ACTION_CLIP) / model::ACTION_CLIP).collect(),
             discrete: discrete.iter().map(|d| *d as i32).collect(),
         };
         Ok((actions, decisions))
@@ -430,12 +431,12 @@ impl PpoTrainer {
         for (i, size) in self.description.observation_sizes().into_iter().enumerate() {
             let data: Vec<f32> = self.recent_inputs.iter().flat_map(|(o, _)| o[i].iter().copied()).collect();
             obs.push(Tensor::from_slice(&data).reshape([n as i64, size as i64]));
-            put(&format!("obs_{i}"), vec![n, size], data);
+            put(&ModelInput::Observation(i).name(), vec![n, size], data);
         }
         let total = self.description.action_spec.mask_len();
         let masks = (total > 0).then(|| {
             let data: Vec<f32> = self.recent_inputs.iter().flat_map(|(_, m)| m.iter().copied()).collect();
-            put("action_masks", vec![n, total], data.clone());
+            put(model::ACTION_MASKS, vec![n, total], data.clone());
             Tensor::from_slice(&data).reshape([n as i64, total as i64])
         });
         let out_det = tch::no_grad(|| self.actor.forward(&obs, masks.as_ref(), None, true));
@@ -446,17 +447,17 @@ impl PpoTrainer {
             let mu = &out_det.continuous;
             let sigma = self.actor.log_sigma().map(|l| l.exp()).unwrap_or_else(|| mu.ones_like());
             let noise_t = Tensor::from_slice(&noise).reshape([n as i64, c as i64]);
-            let sampled = (mu + sigma * &noise_t).clamp(-3.0, 3.0) / 3.0;
-            let deterministic = mu.clamp(-3.0, 3.0) / 3.0;
+            let sampled = (mu + sigma * &noise_t).clamp(-model::ACTION_CLIP as f64, model::ACTION_CLIP as f64) / model::ACTION_CLIP as f64;
+            let deterministic = mu.clamp(-model::ACTION_CLIP as f64, model::ACTION_CLIP as f64) / model::ACTION_CLIP as f64;
             let values = |t: &Tensor| Vec::<f32>::try_from(t.flatten(0, -1)).unwrap_or_default();
             put("noise", vec![n, c], noise);
-            put("deterministic_continuous_actions", vec![n, c], values(&deterministic));
-            put("continuous_actions", vec![n, c], values(&sampled));
+            put(model::DETERMINISTIC_CONTINUOUS_ACTIONS, vec![n, c], values(&deterministic));
+            put(model::CONTINUOUS_ACTIONS, vec![n, c], values(&sampled));
         }
         let b = self.description.action_spec.discrete_size();
         if b > 0 {
             let choices: Vec<i64> = Vec::<i64>::try_from(out_det.discrete.flatten(0, -1)).unwrap_or_default();
-            put("deterministic_discrete_actions", vec![n, b], choices.iter().map(|v| *v as f32).collect());
+            put(model::DETERMINISTIC_DISCRETE_ACTIONS, vec![n, b], choices.iter().map(|v| *v as f32).collect());
             // Sampled with recorded uniform draws: the inverse CDF of each branch's probabilities.
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(step.wrapping_add(1));
             let uniform: Vec<f32> = (0..n * b).map(|_| rand::Rng::random::<f32>(&mut rng)).collect();
@@ -471,7 +472,7 @@ impl PpoTrainer {
                 }
             }
             put("uniform", vec![n, b], uniform);
-            put("discrete_actions", vec![n, b], sampled);
+            put(model::DISCRETE_ACTIONS, vec![n, b], sampled);
         }
         out
     }
