@@ -10,7 +10,7 @@
 use anyhow::{bail, Result};
 use mlagents::train::run_folder::{RunFolder, StartMode};
 use clap::Parser;
-use mlagents::train::config::RunOptions;
+use mlagents::train::config::{CommandLineOverrides, RunOptions};
 use mlagents::train::ppo::learn::{learn, LearnOptions};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -79,48 +79,29 @@ fn run() -> Result<()> {
     let level = if cli.debug { "debug" } else { "info" };
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level)).init();
     let mut run = RunOptions::from_file(&cli.config)?;
-    // Flags given on the command line override the YAML.
-    if let Some(id) = cli.run_id {
-        run.checkpoint_settings.run_id = id;
-    }
-    if let Some(dir) = cli.results_dir {
-        run.checkpoint_settings.results_dir = dir;
-    }
-    if let Some(n) = cli.num_envs {
-        run.env_settings.num_envs = n;
-    }
-    if let Some(p) = cli.base_port {
-        run.env_settings.base_port = p;
-    }
-    if let Some(s) = cli.seed {
-        run.env_settings.seed = s;
-    }
-    run.checkpoint_settings.force |= cli.force;
-    if cli.resume {
-        run.checkpoint_settings.resume = true;
-    }
-    if cli.initialize_from.is_some() {
-        run.checkpoint_settings.initialize_from = cli.initialize_from.clone();
-    }
-    // As ML-Agents: when both are given on the command line, resume wins.
-    if cli.resume && cli.initialize_from.is_some() {
-        log::warn!("both --resume and --initialize-from were given; resuming");
-        run.checkpoint_settings.initialize_from = None;
-    }
-    let engine = &mut run.engine_settings;
-    engine.time_scale = cli.time_scale.unwrap_or(engine.time_scale);
-    engine.width = cli.width.unwrap_or(engine.width);
-    engine.height = cli.height.unwrap_or(engine.height);
-    engine.quality_level = cli.quality_level.unwrap_or(engine.quality_level);
-    engine.target_frame_rate = cli.target_frame_rate.unwrap_or(engine.target_frame_rate);
-    engine.capture_frame_rate = cli.capture_frame_rate.unwrap_or(engine.capture_frame_rate);
-    engine.no_graphics |= cli.no_graphics;
-    if !cli.env_args.is_empty() {
-        run.env_settings.env_args = Some(cli.env_args.clone());
-    }
-    run.debug |= cli.debug;
+    // Flags given on the command line override the YAML; configuration.yaml records the result.
+    run.apply_overrides(CommandLineOverrides {
+        env: cli.env,
+        run_id: cli.run_id,
+        results_dir: cli.results_dir,
+        num_envs: cli.num_envs,
+        base_port: cli.base_port,
+        seed: cli.seed,
+        force: cli.force,
+        resume: cli.resume,
+        initialize_from: cli.initialize_from,
+        time_scale: cli.time_scale,
+        width: cli.width,
+        height: cli.height,
+        quality_level: cli.quality_level,
+        target_frame_rate: cli.target_frame_rate,
+        capture_frame_rate: cli.capture_frame_rate,
+        no_graphics: cli.no_graphics,
+        env_args: cli.env_args,
+        debug: cli.debug,
+    });
     run.check_run_settings(&cli.config.display().to_string())?;
-    let env = cli.env.or(run.env_settings.env_path.clone());
+    let env = run.env_settings.env_path.clone();
     let run_id = &run.checkpoint_settings.run_id;
     if run_id.trim().is_empty() {
         bail!("--run-id is empty: name the run (its folder is <results-dir>/<run-id>)");

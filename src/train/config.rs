@@ -186,6 +186,29 @@ pub struct TrainerSettings {
     pub threaded: bool,
 }
 
+/// What `mlagents-learn`'s command line sets over the YAML (`None`/`false`/empty: not given).
+#[derive(Debug, Clone, Default)]
+pub struct CommandLineOverrides {
+    pub env: Option<String>,
+    pub run_id: Option<String>,
+    pub results_dir: Option<String>,
+    pub num_envs: Option<usize>,
+    pub base_port: Option<u16>,
+    pub seed: Option<i64>,
+    pub force: bool,
+    pub resume: bool,
+    pub initialize_from: Option<String>,
+    pub time_scale: Option<f32>,
+    pub width: Option<i32>,
+    pub height: Option<i32>,
+    pub quality_level: Option<i32>,
+    pub target_frame_rate: Option<i32>,
+    pub capture_frame_rate: Option<i32>,
+    pub no_graphics: bool,
+    pub env_args: Vec<String>,
+    pub debug: bool,
+}
+
 /// `env_settings`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -310,12 +333,15 @@ pub struct RunOptions {
 impl RunOptions {
     /// Parses and resolves a YAML configuration. `file` names it in errors.
     pub fn from_yaml(text: &str, file: &str) -> Result<Self, ConfigError> {
+        let ctx = Context { text, file };
+        // A trainer this crate lacks is named before its keys are refused one by one (a SAC
+        // configuration has keys PPO has not).
+        ctx.refuse_unsupported_trainers()?;
         let raw: RawRunConfig = if text.trim().is_empty() {
             RawRunConfig::default()
         } else {
             serde_norway::from_str(text).map_err(|e| ConfigError::Parse { file: file.into(), message: e.to_string() })?
         };
-        let ctx = Context { text, file };
         let default_settings = match &raw.default_settings {
             Some(d) => Some(ctx.resolve("default_settings", d, None)?),
             None => None,
@@ -350,6 +376,40 @@ impl RunOptions {
     /// The settings for a behavior (by brain name, without `?team=`), or the defaults.
     pub fn settings_for(&self, brain_name: &str) -> Option<&TrainerSettings> {
         self.behaviors.get(brain_name).or(self.default_settings.as_ref())
+    }
+
+    /// Applies what `mlagents-learn`'s flags set over the YAML, as ML-Agents does: a flag given
+    /// wins; `--resume` with `--initialize-from` resumes.
+    pub fn apply_overrides(&mut self, flags: CommandLineOverrides) {
+        let env = &mut self.env_settings;
+        env.env_path = flags.env.or(env.env_path.take());
+        env.num_envs = flags.num_envs.unwrap_or(env.num_envs);
+        env.base_port = flags.base_port.unwrap_or(env.base_port);
+        env.seed = flags.seed.unwrap_or(env.seed);
+        if !flags.env_args.is_empty() {
+            env.env_args = Some(flags.env_args);
+        }
+        let checkpoints = &mut self.checkpoint_settings;
+        checkpoints.run_id = flags.run_id.unwrap_or(std::mem::take(&mut checkpoints.run_id));
+        checkpoints.results_dir = flags.results_dir.unwrap_or(std::mem::take(&mut checkpoints.results_dir));
+        checkpoints.force |= flags.force;
+        checkpoints.resume |= flags.resume;
+        if flags.initialize_from.is_some() {
+            checkpoints.initialize_from = flags.initialize_from;
+        }
+        if flags.resume && checkpoints.initialize_from.is_some() {
+            log::warn!("both --resume and --initialize-from were given; resuming");
+            checkpoints.initialize_from = None;
+        }
+        let engine = &mut self.engine_settings;
+        engine.time_scale = flags.time_scale.unwrap_or(engine.time_scale);
+        engine.width = flags.width.unwrap_or(engine.width);
+        engine.height = flags.height.unwrap_or(engine.height);
+        engine.quality_level = flags.quality_level.unwrap_or(engine.quality_level);
+        engine.target_frame_rate = flags.target_frame_rate.unwrap_or(engine.target_frame_rate);
+        engine.capture_frame_rate = flags.capture_frame_rate.unwrap_or(engine.capture_frame_rate);
+        engine.no_graphics |= flags.no_graphics;
+        self.debug |= flags.debug;
     }
 
     /// Checks the run-wide settings once command-line flags have overridden the YAML: engine
@@ -515,6 +575,28 @@ impl Context<'_> {
         }
         self.check_ranges(name, &settings)?;
         Ok(settings)
+    }
+
+    /// Names a `trainer_type` ML-Agents knows and this trainer does not implement, from a
+    /// lenient reading of the YAML (anything malformed is left for the strict parse).
+    fn refuse_unsupported_trainers(&self) -> Result<(), ConfigError> {
+        let Ok(document) = serde_norway::from_str::<serde_norway::Value>(self.text) else { return Ok(()) };
+        let trainer_of = |settings: &serde_norway::Value| settings.get("trainer_type").and_then(|t| t.as_str()).map(str::to_string);
+        let mut sections: Vec<(String, String)> = vec![];
+        if let Some(trainer) = document.get("default_settings").and_then(trainer_of) {
+            sections.push(("default_settings".into(), trainer));
+        }
+        if let Some(behaviors) = document.get("behaviors").and_then(|b| b.as_mapping()) {
+            for (name, settings) in behaviors {
+                if let (Some(name), Some(trainer)) = (name.as_str(), trainer_of(settings)) {
+                    sections.push((name.to_string(), trainer));
+                }
+            }
+        }
+        match sections.into_iter().find(|(_, trainer)| trainer != "ppo" && KNOWN_TRAINER_TYPES.contains(&trainer.as_str())) {
+            Some((name, trainer)) => Err(self.unsupported(&format!("trainer_type {trainer} of {name}"), "trainer_type", &name, "only ppo")),
+            None => Ok(()),
+        }
     }
 
     fn out_of_range(&self, behavior: &str, key: &str, value: impl std::fmt::Display, rule: &str) -> ConfigError {
@@ -727,6 +809,15 @@ mod tests {
     }
 
     #[test]
+    fn an_unsupported_trainer_is_named_before_its_keys() {
+        let sac = "behaviors:\n  Walker:\n    trainer_type: sac\n    hyperparameters:\n      buffer_init_steps: 1000\n      tau: 0.005\n";
+        let e = RunOptions::from_yaml(sac, "t.yaml").unwrap_err().to_string();
+        assert!(e.contains("trainer_type sac of Walker") && e.contains("line 3") && e.contains("not supported"), "{e}");
+        let poca = "default_settings:\n  trainer_type: poca\nbehaviors:\n  B: {}\n";
+        assert!(RunOptions::from_yaml(poca, "t.yaml").unwrap_err().to_string().contains("trainer_type poca"));
+    }
+
+    #[test]
     fn numbers_out_of_range_name_key_behavior_and_line() {
         let cases = [
             ("hyperparameters:\n      learning_rate: .nan\n", "learning_rate", 4),
@@ -760,6 +851,25 @@ mod tests {
         // The limits themselves are accepted.
         let edges = "behaviors:\n  B:\n    hyperparameters: {beta: 0, lambd: 1}\n    reward_signals:\n      extrinsic: {gamma: 0, strength: -1}\n    max_steps: 0\n    keep_checkpoints: 1\n";
         RunOptions::from_yaml(edges, "t.yaml").unwrap();
+    }
+
+    #[test]
+    fn flags_override_the_yaml_and_are_recorded() {
+        let yaml = "behaviors:\n  B: {}\nenv_settings: {env_path: builds/Old, seed: 3}\nengine_settings: {time_scale: 5}\n";
+        let mut o = RunOptions::from_yaml(yaml, "t.yaml").unwrap();
+        o.apply_overrides(CommandLineOverrides {
+            env: Some("sim:3DBall".into()),
+            run_id: Some("r".into()),
+            resume: true,
+            initialize_from: Some("other".into()),
+            width: Some(128),
+            ..Default::default()
+        });
+        assert_eq!(o.env_settings.env_path.as_deref(), Some("sim:3DBall"));
+        assert_eq!((o.env_settings.seed, o.engine_settings.time_scale, o.engine_settings.width), (3, 5.0, 128));
+        assert_eq!(o.checkpoint_settings.run_id, "r");
+        assert!(o.checkpoint_settings.resume && o.checkpoint_settings.initialize_from.is_none(), "resume wins");
+        assert!(o.to_yaml().contains("sim:3DBall"), "configuration.yaml records --env");
     }
 
     #[test]
