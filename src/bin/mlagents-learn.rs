@@ -11,7 +11,8 @@ use anyhow::{bail, Result};
 use mlagents::train::run_folder::{RunFolder, StartMode};
 use clap::Parser;
 use mlagents::train::config::{CommandLineOverrides, RunOptions};
-use mlagents::train::ppo::learn::{learn, LearnOptions};
+use mlagents::train::ppo::learn::{learn_observed, LearnObserver, LearnOptions};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -65,6 +66,65 @@ struct Cli {
     /// Arguments passed to the environment executable (everything after the flag).
     #[arg(long, num_args = 1.., allow_hyphen_values = true)]
     env_args: Vec<String>,
+}
+
+/// Set by SIGINT/SIGTERM: training stops after the current step, checkpoints, closes the
+/// environments and exports. A second signal exits at once (status 130; files being written
+/// are temporary files until renamed, so nothing is left torn).
+static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn request_stop(_signal: libc::c_int) {
+    if STOP_REQUESTED.swap(true, Ordering::SeqCst) {
+        // SAFETY: _exit is async-signal-safe.
+        unsafe { libc::_exit(130) };
+    }
+}
+
+/// Installed before the environments start, so a stop asked for while they start is not lost.
+fn install_stop_handlers() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, request_stop as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, request_stop as *const () as libc::sighandler_t);
+    }
+}
+
+/// Summary lines on stdout and, on a terminal, a progress bar on stderr: steps of all
+/// behaviors, steps per second and the time left.
+struct Console {
+    bar: indicatif::ProgressBar,
+}
+
+impl Console {
+    fn new() -> Self {
+        let bar = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr_with_hz(4));
+        let style = indicatif::ProgressStyle::with_template("{bar:40} {human_pos}/{human_len} steps  {msg}  ETA {eta}").expect("valid template");
+        bar.set_style(style);
+        Self { bar }
+    }
+}
+
+impl LearnObserver for Console {
+    fn summary(&mut self, line: &str) {
+        self.bar.suspend(|| println!("[INFO] {line}"));
+    }
+
+    fn progress(&mut self, done: u64, total: u64, gained: u64) {
+        if self.bar.length() != Some(total) {
+            self.bar.set_length(total);
+            self.bar.set_position(done);
+            self.bar.reset_eta();
+        }
+        let elapsed = self.bar.elapsed().as_secs_f64();
+        if elapsed > 0.0 {
+            self.bar.set_message(format!("{:.0} steps/s", gained as f64 / elapsed));
+        }
+        self.bar.set_position(done);
+    }
+
+    fn finished(&mut self) {
+        self.bar.finish_and_clear();
+    }
 }
 
 fn main() {
@@ -138,8 +198,10 @@ fn run() -> Result<()> {
         resume,
         initialize_from,
         configuration_yaml: Some(run.to_yaml()),
+        stop: Some(&STOP_REQUESTED),
     };
-    let results = learn(&run, &options).map_err(anyhow::Error::msg)?;
+    install_stop_handlers();
+    let results = learn_observed(&run, &options, &mut Console::new()).map_err(anyhow::Error::msg)?;
     for (behavior, r) in results {
         let tail = &r.episode_returns[r.episode_returns.len().saturating_sub(100)..];
         let returns = match tail.len() {

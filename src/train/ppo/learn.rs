@@ -17,27 +17,22 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// Set by SIGINT/SIGTERM: training stops after the current step, checkpoints, closes the
-/// environments and exports. A second signal exits at once (status 130; files being written
-/// are temporary files until renamed, so nothing is left torn).
-static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn request_stop(_signal: libc::c_int) {
-    if STOP_REQUESTED.swap(true, Ordering::SeqCst) {
-        // SAFETY: _exit is async-signal-safe.
-        unsafe { libc::_exit(130) };
-    }
+/// What a training session tells whoever runs it; the library itself prints nothing and
+/// draws nothing (`mlagents-learn` prints the summaries and draws a progress bar).
+pub trait LearnObserver {
+    /// A summary line, in ML-Agents' console format.
+    fn summary(&mut self, _line: &str) {}
+    /// Steps done by all behaviors (each counted up to its `max_steps`), their total, and the
+    /// steps this session has taken.
+    fn progress(&mut self, _done: u64, _total: u64, _gained: u64) {}
+    /// The session has stopped stepping.
+    fn finished(&mut self) {}
 }
 
-fn install_stop_handlers() {
-    // A stop requested during an earlier session of this process does not stop this one.
-    STOP_REQUESTED.store(false, Ordering::SeqCst);
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, request_stop as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, request_stop as *const () as libc::sighandler_t);
-    }
-}
+/// An observer that ignores everything.
+pub struct Silent;
+
+impl LearnObserver for Silent {}
 
 /// How to run a training session besides the configuration.
 #[derive(Debug, Clone)]
@@ -58,12 +53,15 @@ pub struct LearnOptions {
     /// present at the first reset has its trainer (for `--resume`: once its checkpoint has
     /// loaded), so a failed start or resume leaves the earlier record as it was.
     pub configuration_yaml: Option<String>,
+    /// Set (e.g. by a signal handler) to stop after the current step: a checkpoint is written,
+    /// the environments closed and the policies exported.
+    pub stop: Option<&'static AtomicBool>,
 }
 
 impl LearnOptions {
     /// Options for `env` with nothing written to disk.
     pub fn in_memory(env: &str) -> Self {
-        Self { env: Some(env.into()), run_dir: None, timeout_wait: Duration::from_secs(60), resume: false, initialize_from: None, configuration_yaml: None }
+        Self { env: Some(env.into()), run_dir: None, timeout_wait: Duration::from_secs(60), resume: false, initialize_from: None, configuration_yaml: None, stop: None }
     }
 }
 
@@ -176,31 +174,6 @@ fn save_checkpoint(trainer: &PpoTrainer, run_dir: &Path, step: u64) -> Result<ch
     Ok(saved)
 }
 
-/// A progress bar on stderr (drawn only when stderr is a terminal): steps of all behaviors,
-/// steps per second and the time left.
-fn progress_bar() -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr_with_hz(4));
-    let style = indicatif::ProgressStyle::with_template("{bar:40} {human_pos}/{human_len} steps  {msg}  ETA {eta}").expect("valid template");
-    bar.set_style(style);
-    bar
-}
-
-fn update_progress(bar: &indicatif::ProgressBar, trainers: &BTreeMap<String, PpoTrainer>) {
-    let total: u64 = trainers.values().map(|t| t.settings.max_steps).sum();
-    let done: u64 = trainers.values().map(|t| t.step.min(t.settings.max_steps)).sum();
-    if bar.length() != Some(total) {
-        bar.set_length(total);
-        bar.set_position(done);
-        bar.reset_eta();
-    }
-    let elapsed = bar.elapsed().as_secs_f64();
-    let gained = done.saturating_sub(trainers.values().map(|t| t.initial_step).sum());
-    if elapsed > 0.0 {
-        bar.set_message(format!("{:.0} steps/s", gained as f64 / elapsed));
-    }
-    bar.set_position(done);
-}
-
 /// Where an agent's steps come from, for the trajectory assembly: its environment (worker)
 /// and its team, so that agents of two teams of one behavior never mix.
 fn agent_source(worker: usize, team_id: i32) -> usize {
@@ -208,8 +181,14 @@ fn agent_source(worker: usize, team_id: i32) -> usize {
     worker * TEAMS_PER_WORKER + team_id.clamp(0, TEAMS_PER_WORKER as i32 - 1) as usize
 }
 
-/// Trains until every behavior's trainer has reached its `max_steps`.
+/// Trains until every behavior's trainer has reached its `max_steps` (or a stop is asked
+/// for), telling nobody how it goes.
 pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String, BehaviorResult>, String> {
+    learn_observed(run, options, &mut Silent)
+}
+
+/// [`learn`], reporting summaries and progress to `observer`.
+pub fn learn_observed(run: &RunOptions, options: &LearnOptions, observer: &mut dyn LearnObserver) -> Result<BTreeMap<String, BehaviorResult>, String> {
     // As mlagents-learn: seed -1 draws one in [0, 10000).
     let seed = if run.env_settings.seed < 0 { rand::random::<u64>() % 10_000 } else { run.env_settings.seed as u64 };
     let base = EnvOptions {
@@ -224,8 +203,6 @@ pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String
     };
     let workers = run.env_settings.num_envs.max(1);
     let stats_channels: Vec<StatsChannel> = (0..workers).map(|_| shared(StatsSideChannel::new())).collect();
-    // Before the environments start: a stop asked for while they start is not lost.
-    install_stop_handlers();
     let mut envs = VecEnv::new(workers, |w| VecEnv::worker_options(&base, w, &|w| side_channels(run, stats_channels[w as usize].clone())))
         .map_err(|e| e.to_string())?;
     envs.reset().map_err(|e| e.to_string())?;
@@ -237,13 +214,13 @@ pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String
         team_specs: BTreeMap::new(),
         seen: BTreeSet::new(),
         timers: Timers::default(),
-        progress: progress_bar(),
+        observer,
         checkpoints: BTreeMap::new(),
         configuration_pending: options.configuration_yaml.as_deref(),
     };
     let mut failure = None;
     loop {
-        if STOP_REQUESTED.load(Ordering::SeqCst) {
+        if options.stop.is_some_and(|stop| stop.load(Ordering::SeqCst)) {
             log::info!("stop requested: closing the environments and exporting");
             break;
         }
@@ -256,7 +233,7 @@ pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String
             }
         }
     }
-    session.progress.finish_and_clear();
+    session.observer.finished();
     if let Err(e) = envs.close() {
         match &failure {
             None => failure = Some(e.to_string()),
@@ -282,7 +259,7 @@ pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String
 }
 
 /// The training state across environment steps.
-struct Session<'a> {
+struct Session<'a, 'o> {
     run: &'a RunOptions,
     options: &'a LearnOptions,
     seed: u64,
@@ -293,14 +270,14 @@ struct Session<'a> {
     /// Every behavior id (`Name?team=N`) seen.
     seen: BTreeSet<String>,
     timers: Timers,
-    progress: indicatif::ProgressBar,
+    observer: &'o mut dyn LearnObserver,
     /// Steps of the checkpoints written, per behavior.
     checkpoints: BTreeMap<String, Vec<u64>>,
     /// `configuration.yaml`, until it is written (after the first round of trainers).
     configuration_pending: Option<&'a str>,
 }
 
-impl Session<'_> {
+impl Session<'_, '_> {
     /// Acts for every behavior of every environment, trains where a buffer is full, writes due
     /// checkpoints and steps the environments. Returns false once every trainer is done.
     fn advance(&mut self, envs: &mut VecEnv, stats_channels: &[StatsChannel]) -> Result<bool, String> {
@@ -331,7 +308,7 @@ impl Session<'_> {
                     timers.time("process_trajectory", || trainer.ingest(source, &decisions, &terminals, chosen));
                 }
                 for line in trainer.new_summaries() {
-                    self.progress.suspend(|| println!("[INFO] {line}"));
+                    self.observer.summary(&line);
                 }
                 if let (Some(step), Some(dir)) = (trainer.pending_checkpoint.take(), &self.options.run_dir) {
                     timers.time("save_checkpoint", || save_checkpoint(trainer, dir, step))?;
@@ -356,7 +333,10 @@ impl Session<'_> {
                 self.timers.time("update_policy", || trainer.maybe_update())?;
             }
         }
-        update_progress(&self.progress, &self.trainers);
+        let total: u64 = self.trainers.values().map(|t| t.settings.max_steps).sum();
+        let done: u64 = self.trainers.values().map(|t| t.step.min(t.settings.max_steps)).sum();
+        let gained = self.trainers.values().map(|t| t.step.saturating_sub(t.initial_step)).sum();
+        self.observer.progress(done, total, gained);
         if !self.trainers.is_empty() && self.trainers.values().all(|t| !t.should_train()) {
             return Ok(false);
         }
