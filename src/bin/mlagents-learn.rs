@@ -21,51 +21,12 @@ use std::time::Duration;
 struct Cli {
     /// The trainer configuration (ML-Agents 0.28 `behaviors:` YAML).
     config: PathBuf,
-    #[arg(long)]
-    run_id: Option<String>,
-    /// A Unity build, `sim:SCENE`, or nothing to wait for the Editor on port 5004.
-    #[arg(long)]
-    env: Option<String>,
-    #[arg(long)]
-    num_envs: Option<usize>,
-    #[arg(long)]
-    base_port: Option<u16>,
-    #[arg(long)]
-    seed: Option<i64>,
-    #[arg(long)]
-    results_dir: Option<String>,
-    /// Overwrite an existing run folder.
-    #[arg(long)]
-    force: bool,
-    /// Continue the run `--run-id` from its latest checkpoints (step, weights, optimizer).
-    #[arg(long, alias = "load")]
-    resume: bool,
-    /// Start from the latest checkpoints of another run (its run id, or a run folder).
-    #[arg(long)]
-    initialize_from: Option<String>,
+    /// Seconds to wait for an environment's answer.
     #[arg(long, default_value_t = 60)]
     timeout_wait: u64,
-    #[arg(long)]
-    time_scale: Option<f32>,
-    #[arg(long)]
-    width: Option<i32>,
-    #[arg(long)]
-    height: Option<i32>,
-    #[arg(long)]
-    quality_level: Option<i32>,
-    #[arg(long)]
-    target_frame_rate: Option<i32>,
-    #[arg(long)]
-    capture_frame_rate: Option<i32>,
-    /// Start the environment with `-nographics -batchmode`.
-    #[arg(long)]
-    no_graphics: bool,
-    /// Verbose logging.
-    #[arg(long)]
-    debug: bool,
-    /// Arguments passed to the environment executable (everything after the flag).
-    #[arg(long, num_args = 1.., allow_hyphen_values = true)]
-    env_args: Vec<String>,
+    /// The flags that override the YAML (defined once, in the configuration module).
+    #[command(flatten)]
+    overrides: CommandLineOverrides,
 }
 
 /// Set by SIGINT/SIGTERM: training stops after the current step, checkpoints, closes the
@@ -136,30 +97,11 @@ fn main() {
 
 fn run() -> Result<()> {
     let cli = Cli::parse();
-    let level = if cli.debug { "debug" } else { "info" };
+    let level = if cli.overrides.debug { "debug" } else { "info" };
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level)).init();
     let mut run = RunOptions::from_file(&cli.config)?;
     // Flags given on the command line override the YAML; configuration.yaml records the result.
-    run.apply_overrides(CommandLineOverrides {
-        env: cli.env,
-        run_id: cli.run_id,
-        results_dir: cli.results_dir,
-        num_envs: cli.num_envs,
-        base_port: cli.base_port,
-        seed: cli.seed,
-        force: cli.force,
-        resume: cli.resume,
-        initialize_from: cli.initialize_from,
-        time_scale: cli.time_scale,
-        width: cli.width,
-        height: cli.height,
-        quality_level: cli.quality_level,
-        target_frame_rate: cli.target_frame_rate,
-        capture_frame_rate: cli.capture_frame_rate,
-        no_graphics: cli.no_graphics,
-        env_args: cli.env_args,
-        debug: cli.debug,
-    });
+    run.apply_overrides(cli.overrides);
     run.check_run_settings(&cli.config.display().to_string())?;
     let env = run.env_settings.env_path.clone();
     let run_id = &run.checkpoint_settings.run_id;

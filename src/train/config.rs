@@ -186,26 +186,52 @@ pub struct TrainerSettings {
     pub threaded: bool,
 }
 
-/// What `mlagents-learn`'s command line sets over the YAML (`None`/`false`/empty: not given).
-#[derive(Debug, Clone, Default)]
+/// What `mlagents-learn`'s command line sets over the YAML (`None`/`false`/empty: not given),
+/// with ML-Agents' flag names; the binary's parser takes them from here.
+#[derive(Debug, Clone, Default, clap::Args)]
 pub struct CommandLineOverrides {
+    /// A Unity build, `sim:SCENE`, or nothing to wait for the Editor on port 5004.
+    #[arg(long)]
     pub env: Option<String>,
+    #[arg(long)]
     pub run_id: Option<String>,
+    #[arg(long)]
     pub results_dir: Option<String>,
+    #[arg(long)]
     pub num_envs: Option<usize>,
+    #[arg(long)]
     pub base_port: Option<u16>,
+    #[arg(long)]
     pub seed: Option<i64>,
+    /// Overwrite an existing run folder (its earlier files are removed first).
+    #[arg(long)]
     pub force: bool,
+    /// Continue the run `--run-id` from its latest checkpoints (step, weights, optimizer).
+    #[arg(long, alias = "load")]
     pub resume: bool,
+    /// Start from the latest checkpoints of another run (its run id, or a run folder).
+    #[arg(long)]
     pub initialize_from: Option<String>,
+    #[arg(long)]
     pub time_scale: Option<f32>,
+    #[arg(long)]
     pub width: Option<i32>,
+    #[arg(long)]
     pub height: Option<i32>,
+    #[arg(long)]
     pub quality_level: Option<i32>,
+    #[arg(long)]
     pub target_frame_rate: Option<i32>,
+    #[arg(long)]
     pub capture_frame_rate: Option<i32>,
+    /// Start the environment with `-nographics -batchmode`.
+    #[arg(long)]
     pub no_graphics: bool,
+    /// Arguments passed to the environment executable (everything after the flag).
+    #[arg(long, num_args = 1.., allow_hyphen_values = true)]
     pub env_args: Vec<String>,
+    /// Verbose logging.
+    #[arg(long)]
     pub debug: bool,
 }
 
