@@ -28,7 +28,7 @@ use clap::{Parser, Subcommand};
 use mlagents::barracuda;
 use mlagents::env::{EnvOptions, UnityEnvironment};
 use mlagents::policy::parity::ParityRecord;
-use mlagents::run::{check, check_parity, compare_models, record_steps, CompareReport, LoadOptions, ModelFacts, ModelFormat, parse_eval_inputs, OnnxPolicy, ParityReport, Policy, PolicyDriver};
+use mlagents::run::{check, check_parity, compare_models, record_steps, CompareReport, LoadOptions, ModelFacts, parse_eval_inputs, OnnxPolicy, ParityReport, Policy, PolicyDriver};
 use mlagents::spec::{BehaviorName, MODEL_CONSTANTS};
 use serde_json::json;
 use mlagents::checkpoint::sha256_hex;
@@ -292,12 +292,13 @@ fn compare(first: &Path, second: &Path, parity: Option<&Path>, env: Option<&str>
 /// Inspects a model, `.nn` or ONNX as its content shows.
 fn inspect(path: &Path) -> Result<serde_json::Value> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    anyhow::ensure!(!bytes.is_empty(), "{}: the file is empty (0 bytes)", path.display());
-    let mut report = match ModelFormat::of_content(&bytes).unwrap_or_else(|| ModelFormat::of_name(path)) {
-        ModelFormat::Nn => inspect_nn(path, &bytes)?,
-        ModelFormat::Onnx => inspect_onnx(path, &bytes)?,
+    // Read once: the policy tells the format and the weights; the file's own fields come
+    // from the bytes.
+    let policy = Policy::from_bytes(&bytes, path, LoadOptions { deterministic: true, ..Default::default() })?;
+    let mut report = match &policy {
+        Policy::Nn(_) => inspect_nn(path, &bytes)?,
+        Policy::Onnx(onnx) => inspect_onnx(path, &bytes, onnx)?,
     };
-    let policy = Policy::load(path, LoadOptions { deterministic: true, ..Default::default() })?;
     report["non_finite_weights"] = json!(policy.non_finite_weights());
     Ok(report)
 }
@@ -322,9 +323,8 @@ fn inspect_nn(path: &Path, bytes: &[u8]) -> Result<serde_json::Value> {
     }))
 }
 
-fn inspect_onnx(path: &Path, bytes: &[u8]) -> Result<serde_json::Value> {
+fn inspect_onnx(path: &Path, bytes: &[u8], policy: &OnnxPolicy) -> Result<serde_json::Value> {
     let label = path.display().to_string();
-    let policy = OnnxPolicy::from_bytes(bytes, &label, LoadOptions { deterministic: true, ..Default::default() })?;
     let proto = policy.proto();
     let graph = proto.graph.as_ref().context("no graph")?;
     let mut histogram: BTreeMap<String, usize> = BTreeMap::new();

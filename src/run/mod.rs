@@ -81,20 +81,25 @@ impl Policy {
     /// Loads a model, `.nn` or ONNX as its content shows (a file whose name says otherwise
     /// is read all the same, with a warning).
     pub fn load(path: &std::path::Path, options: LoadOptions) -> Result<Self, RunError> {
+        let bytes = std::fs::read(path).map_err(|e| RunError::Read { path: path.display().to_string(), detail: e.to_string() })?;
+        Self::from_bytes(&bytes, path, options)
+    }
+
+    /// A model from the bytes of the file at `path` (whose name is only a hint).
+    pub fn from_bytes(bytes: &[u8], path: &std::path::Path, options: LoadOptions) -> Result<Self, RunError> {
         let label = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| RunError::Read { path: label.clone(), detail: e.to_string() })?;
         if bytes.is_empty() {
             return Err(RunError::Read { path: label, detail: "the file is empty (0 bytes)".into() });
         }
         let named = ModelFormat::of_name(path);
-        let format = ModelFormat::of_content(&bytes).unwrap_or(named);
+        let format = ModelFormat::of_content(bytes).unwrap_or(named);
         if format != named {
             let (is, ext) = if format == ModelFormat::Nn { ("a Barracuda .nn model", ".nn") } else { ("an ONNX model", ".onnx") };
             log::warn!("{label} is {is}; reading it as such (rename it to {ext})");
         }
         Ok(match format {
-            ModelFormat::Nn => Self::Nn(NnPolicy::from_bytes(&bytes, &label, options)?),
-            ModelFormat::Onnx => Self::Onnx(OnnxPolicy::from_bytes(&bytes, &label, options)?),
+            ModelFormat::Nn => Self::Nn(NnPolicy::from_bytes(bytes, &label, options)?),
+            ModelFormat::Onnx => Self::Onnx(OnnxPolicy::from_bytes(bytes, &label, options)?),
         })
     }
 
