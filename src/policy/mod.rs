@@ -152,13 +152,13 @@ impl PolicyDescription {
     /// Checks that the sizes the description names are ones `tensor_count` tensors can hold,
     /// before anything is sized or listed from them (a description is read from a file).
     pub fn check_bounds(&self, tensor_count: usize) -> Result<(), PolicyError> {
-        const LARGEST: usize = 1 << 26;
+        use crate::spec::model::{bounded_elements, MAX_INPUT_ELEMENTS as LARGEST};
         let bounds = |what: String| Err(PolicyError::Bounds(what));
         if self.num_layers > tensor_count {
             return bounds(format!("num_layers {} is more than the {tensor_count} tensors hold", self.num_layers));
         }
         for shape in &self.observation_shapes {
-            if shape.iter().try_fold(1usize, |n, d| n.checked_mul(*d)).is_none_or(|n| n > LARGEST) {
+            if bounded_elements(shape).is_none() {
                 return bounds(format!("observation shape {shape:?} is larger than {LARGEST} values"));
             }
         }

@@ -55,14 +55,7 @@ pub struct LoadOptions {
     pub noise_input: bool,
 }
 
-/// The most values one input tensor may hold (256 MiB of floats): far above any policy's
-/// observations, far below what would exhaust a machine.
-pub const MAX_INPUT_ELEMENTS: usize = 1 << 26;
-
-/// The number of elements of `shape`, if it is at most [`MAX_INPUT_ELEMENTS`].
-pub fn bounded_elements(shape: &[usize]) -> Option<usize> {
-    shape.iter().try_fold(1usize, |n, d| n.checked_mul(*d)).filter(|n| *n <= MAX_INPUT_ELEMENTS)
-}
+pub use crate::spec::model::{bounded_elements, MAX_INPUT_ELEMENTS};
 
 /// The newest default-domain opset this runner takes (tract is tested on 9 to 19; ONNX's
 /// own opsets stop at 21 for every op ML-Agents uses).

@@ -54,6 +54,16 @@ pub const OBSERVATION_PREFIX: &str = "obs_";
 /// Prefix of the k-th camera's input in model API 1/2 and `.nn`.
 pub const VISUAL_OBSERVATION_PREFIX: &str = "visual_observation_";
 
+/// The most values one tensor read from a file or a caller may hold (256 MiB of floats): far
+/// above any policy's observations, far below what would exhaust a machine.
+pub const MAX_INPUT_ELEMENTS: usize = 1 << 26;
+
+/// The number of elements of `shape`, if it is at most [`MAX_INPUT_ELEMENTS`] (a product that
+/// overflows never is).
+pub fn bounded_elements(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |n, d| n.checked_mul(*d)).filter(|n| *n <= MAX_INPUT_ELEMENTS)
+}
+
 /// ML-Agents clips sampled continuous actions to [-CLIP, CLIP] and divides them by CLIP.
 pub const ACTION_CLIP: f32 = 3.0;
 
