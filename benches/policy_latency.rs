@@ -8,10 +8,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 fn inputs(policy: &Policy, batch: usize) -> NamedTensors {
-    let declared: Vec<(String, Vec<usize>)> = match policy {
-        Policy::Onnx(p) => p.inputs().iter().map(|i| (i.name.clone(), i.dims.iter().skip(1).map(|d| d.unwrap_or(1)).collect())).collect(),
-        Policy::Nn(p) => p.model().inputs.iter().map(|i| (i.name.clone(), i.shape.iter().skip(1).map(|d| (*d).max(1) as usize).collect())).collect(),
-    };
+    let interface = policy.interface().expect("the model's interface");
+    let declared: Vec<(String, Vec<usize>)> =
+        interface.inputs.iter().map(|i| (i.name.clone(), i.dims.iter().map(|d| (*d).max(1) as usize).collect())).collect();
     declared
         .into_iter()
         .map(|(name, rest)| {

@@ -7,7 +7,7 @@ mod common;
 
 use mlagents::barracuda::{self, export::to_nn};
 use mlagents::policy::{reference_forward, PolicyDescription, Weights};
-use mlagents::run::{check, LoadOptions, ModelFacts, NamedTensors, NnPolicy, Policy, TensorData};
+use mlagents::run::{check, LoadOptions, NamedTensors, NnPolicy, Policy, TensorData};
 use mlagents::spec::{ActionSpec, BehaviorSpec, ObservationSpec};
 use rand::{Rng, SeedableRng};
 
@@ -72,8 +72,8 @@ fn check_export(d: &PolicyDescription, seed: u64) {
         observation_specs: d.observation_shapes.iter().map(|s| ObservationSpec::vector(s[0], "v")).collect(),
         action_spec: d.action_spec.clone(),
     };
-    let facts = ModelFacts::of(&Policy::Nn(policy)).unwrap();
-    assert_eq!(check(&facts, &spec), Vec::<String>::new());
+    let policy = Policy::from(policy);
+    assert_eq!(check(policy.interface().unwrap(), &spec), Vec::<String>::new());
 }
 
 #[test]

@@ -77,8 +77,8 @@ fn a_model_that_does_not_fit_the_behavior_is_refused() {
     assert!(e.contains("obs_0") || e.contains("discrete"), "{e}");
 }
 
-fn facts(model: &str) -> mlagents::run::ModelFacts {
-    mlagents::run::ModelFacts::of(&Policy::load(&models_dir().join(model), LoadOptions::default()).unwrap()).unwrap()
+fn facts(model: &str) -> mlagents::run::ModelInterface {
+    Policy::load(&models_dir().join(model), LoadOptions::default()).unwrap().interface().unwrap().clone()
 }
 
 #[test]
@@ -108,7 +108,7 @@ fn models_pass_the_checks_of_their_own_scene_and_fail_others_with_every_reason()
     assert!(v.iter().any(|m| m.contains("vector_observation has size 20")), "{v:?}");
     let mut broken = facts("nn/Basic.nn");
     broken.constants.remove("version_number");
-    broken.inputs.push(("batch_size".into(), vec![1]));
+    broken.inputs.push(mlagents::run::DeclaredInput { name: "batch_size".into(), dims: vec![1] });
     let v = mlagents::run::check(&broken, &specs["Basic"]);
     assert!(v.iter().any(|m| m.contains("version_number was not found")), "{v:?}");
     assert!(v.iter().any(|m| m.contains("unexpected input named \"batch_size\"")), "{v:?}");

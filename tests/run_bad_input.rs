@@ -6,7 +6,7 @@ mod common;
 
 use common::{golden_case_dir, models_dir, temp_dir};
 use mlagents::barracuda;
-use mlagents::run::{check, LoadOptions, ModelFacts, NamedTensors, NnPolicy, OnnxPolicy, Policy, RunError, TensorData};
+use mlagents::run::{check, LoadOptions, ModelFormat, NamedTensors, NnPolicy, OnnxPolicy, Policy, RunError, TensorData};
 use prost::Message;
 use std::process::Command;
 use tract_onnx::pb;
@@ -121,16 +121,16 @@ fn non_finite_weights_are_flagged() {
     let mut model = real_onnx("3DBall.onnx");
     let weight = &mut model.graph.as_mut().unwrap().initializer.iter_mut().find(|t| t.name.contains("seq_layers.0.weight")).unwrap();
     weight.raw_data[..4].copy_from_slice(&f32::NAN.to_le_bytes());
-    let policy = Policy::Onnx(load(&model).unwrap());
+    let policy = Policy::from(load(&model).unwrap());
     let flagged = policy.non_finite_weights();
     assert_eq!(flagged.len(), 1, "{flagged:?}");
     assert!(flagged[0].contains("seq_layers.0.weight") && flagged[0].contains("1 non-finite value"), "{flagged:?}");
-    let facts = ModelFacts::of(&policy).unwrap();
+    let facts = policy.interface().unwrap();
     let spec = mlagents::spec::BehaviorSpec {
         observation_specs: vec![mlagents::spec::ObservationSpec::vector(8, "obs_0")],
         action_spec: mlagents::spec::ActionSpec::continuous(2),
     };
-    let violations = check(&facts, &spec);
+    let violations = check(facts, &spec);
     assert!(violations.iter().any(|v| v.contains("NaN or infinities")), "{violations:?}");
     // No real model is flagged.
     for dir in ["onnx", "nn"] {
@@ -175,8 +175,8 @@ fn the_format_comes_from_the_content() {
     std::fs::copy(models_dir().join("onnx/3DBall.onnx"), &onnx_as_nn).unwrap();
     let nn_as_onnx = dir.join("Basic.onnx");
     std::fs::copy(models_dir().join("nn/Basic.nn"), &nn_as_onnx).unwrap();
-    assert!(matches!(Policy::load(&onnx_as_nn, LoadOptions::default()).unwrap(), Policy::Onnx(_)));
-    assert!(matches!(Policy::load(&nn_as_onnx, LoadOptions::default()).unwrap(), Policy::Nn(_)));
+    assert_eq!(Policy::load(&onnx_as_nn, LoadOptions::default()).unwrap().format(), ModelFormat::Onnx);
+    assert_eq!(Policy::load(&nn_as_onnx, LoadOptions::default()).unwrap().format(), ModelFormat::Nn);
     let (code, said) = run_tool(&["inspect", nn_as_onnx.to_str().unwrap(), "--json"]);
     assert_eq!(code, Some(0), "{said}");
     assert!(said.contains("\"format\": \"barracuda\""), "{said}");

@@ -2,93 +2,16 @@
 //! §10-11 for `.nn` and the legacy interface, onnx-export.md §7 for ONNX version 3), listing
 //! every violation at once.
 
+use super::ModelInterface;
 use crate::spec::model::{self as interface, ModelInput};
-use super::{Policy, RunError};
-use crate::spec::MODEL_CONSTANTS as CONSTANTS;
 use crate::spec::BehaviorSpec;
-use std::collections::BTreeMap;
-
-/// What the checks need to know about a model.
-#[derive(Debug, Clone, Default)]
-pub struct ModelFacts {
-    /// Input names and dims without the batch (-1 = symbolic).
-    pub inputs: Vec<(String, Vec<i64>)>,
-    pub outputs: Vec<String>,
-    /// ML-Agents constants found in the model, flattened.
-    pub constants: BTreeMap<String, Vec<f32>>,
-    /// `.nn` memory inputs and outputs.
-    pub memory_inputs: Vec<String>,
-    pub memory_outputs: Vec<String>,
-    /// Weights and constants holding NaN or infinities ([`Policy::non_finite_weights`]).
-    pub non_finite_weights: Vec<String>,
-}
-
-impl ModelFacts {
-    /// Reads the facts: `.nn` constants from the file; ONNX constants from one run at batch 1
-    /// on neutral inputs (they are graph outputs).
-    pub fn of(policy: &Policy) -> Result<Self, RunError> {
-        let non_finite_weights = policy.non_finite_weights();
-        Ok(match policy {
-            Policy::Nn(p) => {
-                let m = p.model();
-                let mut inputs: Vec<(String, Vec<i64>)> =
-                    m.inputs.iter().map(|i| (i.name.clone(), i.shape.iter().skip(1).map(|d| *d as i64).collect())).collect();
-                inputs.extend(m.memories.iter().map(|mem| (mem.input.clone(), vec![1, 1, mem.shape[3] as i64])));
-                Self {
-                    inputs,
-                    outputs: m.outputs.clone(),
-                    constants: CONSTANTS
-                        .iter()
-                        .filter_map(|c| m.tensor(c).map(|t| (c.to_string(), m.tensor_values(t))))
-                        .collect(),
-                    memory_inputs: m.memories.iter().map(|mem| mem.input.clone()).collect(),
-                    memory_outputs: m.memories.iter().map(|mem| mem.output.clone()).collect(),
-                    non_finite_weights,
-                }
-            }
-            Policy::Onnx(p) => {
-                let outputs = p.run(&p.neutral_inputs(1)?)?;
-                Self {
-                    inputs: p
-                        .inputs()
-                        .iter()
-                        .map(|i| (i.name.clone(), i.dims.iter().skip(1).map(|d| d.map_or(-1, |v| v as i64)).collect()))
-                        .collect(),
-                    outputs: p.outputs().to_vec(),
-                    constants: CONSTANTS
-                        .iter()
-                        .filter_map(|c| outputs.get(*c).map(|t| (c.to_string(), t.data.clone())))
-                        .collect(),
-                    memory_inputs: vec![],
-                    memory_outputs: vec![],
-                    non_finite_weights,
-                }
-            }
-        })
-    }
-
-    /// The first value of an ML-Agents constant, if the model has it.
-    pub fn constant(&self, name: &str) -> Option<f32> {
-        self.constants.get(name).and_then(|v| v.first()).copied()
-    }
-
-    fn has_output(&self, name: &str) -> bool {
-        self.outputs.iter().any(|o| o == name)
-    }
-
-    fn input(&self, name: &str) -> Option<&Vec<i64>> {
-        self.inputs.iter().find(|(n, _)| n == name).map(|(_, d)| d)
-    }
-}
 
 /// Every way the model fails Unity's checks for this behavior (empty = loadable).
-pub fn check(model: &ModelFacts, spec: &BehaviorSpec) -> Vec<String> {
+pub fn check(model: &ModelInterface, spec: &BehaviorSpec) -> Vec<String> {
     let mut v = Vec::new();
     if !model.non_finite_weights.is_empty() {
         v.push(format!("weights hold NaN or infinities, so Unity would compute NaN actions: {}", model.non_finite_weights.join(", ")));
     }
-    let actions = &spec.action_spec;
-    let branches: Vec<f32> = actions.discrete_branches.iter().map(|b| *b as f32).collect();
     let version = model.constant(interface::VERSION_NUMBER);
     match version {
         None => v.push("required constant version_number was not found".to_string()),
@@ -103,11 +26,22 @@ pub fn check(model: &ModelFacts, spec: &BehaviorSpec) -> Vec<String> {
     if !(memory.is_finite() && memory >= 0.0 && memory.fract() == 0.0) {
         v.push(format!("{} is {memory}; it must be a whole number, 0 or more", interface::MEMORY_SIZE));
     }
-    for (name, dims) in &model.inputs {
+    for (name, dims) in model.all_inputs() {
         if let Some(d) = dims.iter().find(|d| **d < -1) {
             v.push(format!("input {name} declares a negative size {d}"));
         }
     }
+    check_actions(model, version, spec, &mut v);
+    check_inputs(model, version, spec, &mut v);
+    check_memory(model, version, memory, &mut v);
+    v
+}
+
+/// The action outputs and their constants (model API 3, or the legacy `action`), and the
+/// masks a discrete model reads.
+fn check_actions(model: &ModelInterface, version: Option<f32>, spec: &BehaviorSpec, v: &mut Vec<String>) {
+    let actions = &spec.action_spec;
+    let branches: Vec<f32> = actions.discrete_branches.iter().map(|b| *b as f32).collect();
     let action_outputs = [interface::ACTION, interface::CONTINUOUS_ACTIONS, interface::DISCRETE_ACTIONS, interface::DETERMINISTIC_CONTINUOUS_ACTIONS, interface::DETERMINISTIC_DISCRETE_ACTIONS];
     if !action_outputs.iter().any(|o| model.has_output(o)) {
         v.push(format!("no action output (one of {action_outputs:?})"));
@@ -174,7 +108,11 @@ pub fn check(model: &ModelFacts, spec: &BehaviorSpec) -> Vec<String> {
             v.push(format!("{} has width {width}, the behavior's branches sum to {}", interface::ACTION_MASKS, actions.mask_len()));
         }
     }
-    // Inputs.
+}
+
+/// Each declared input against the observation (or action) it is fed from.
+fn check_inputs(model: &ModelInterface, version: Option<f32>, spec: &BehaviorSpec, v: &mut Vec<String>) {
+    let actions = &spec.action_spec;
     let observations = &spec.observation_specs;
     let vector_size: usize = observations.iter().filter(|o| o.shape.len() == 1).map(|o| o.shape[0]).sum();
     let visual: Vec<&Vec<usize>> = observations.iter().filter(|o| o.shape.len() == 3).map(|o| &o.shape).collect();
@@ -183,7 +121,7 @@ pub fn check(model: &ModelFacts, spec: &BehaviorSpec) -> Vec<String> {
         let chw = [hwc[2], hwc[0], hwc[1]];
         dims == hwc.as_slice() || dims == chw.as_slice()
     };
-    for (name, dims) in &model.inputs {
+    for (name, dims) in model.all_inputs() {
         let last = dims.last().copied().unwrap_or(-1);
         let input = ModelInput::parse(name);
         if let Some(ModelInput::Observation(i)) = input {
@@ -216,8 +154,7 @@ pub fn check(model: &ModelFacts, spec: &BehaviorSpec) -> Vec<String> {
             if last >= 0 && last as usize != actions.discrete_size() {
                 v.push(format!("{} has size {last}, the behavior has {} branches", interface::PREV_ACTION, actions.discrete_size()));
             }
-        } else if input.is_none() && !model.memory_inputs.contains(name)
-        {
+        } else if input.is_none() && !model.is_memory_input(name) {
             v.push(format!("the model contains an unexpected input named {name:?}"));
         }
     }
@@ -228,13 +165,16 @@ pub fn check(model: &ModelFacts, spec: &BehaviorSpec) -> Vec<String> {
             }
         }
     }
+}
+
+/// A recurrent model's memory input and output.
+fn check_memory(model: &ModelInterface, version: Option<f32>, memory: f32, v: &mut Vec<String>) {
     if memory > 0.0 {
         if version == Some(3.0) && model.input(interface::RECURRENT_IN).is_none() {
             v.push(format!("{} > 0 but the model has no input {}", interface::MEMORY_SIZE, interface::RECURRENT_IN));
         }
-        if model.memory_outputs.is_empty() && !model.has_output(interface::RECURRENT_OUT) {
+        if !model.outputs_memory() {
             v.push(format!("{} > 0 but the model has no output {}", interface::MEMORY_SIZE, interface::RECURRENT_OUT));
         }
     }
-    v
 }

@@ -2,15 +2,24 @@
 //! optimized plan per batch size; named float tensors in and out.
 //!
 //! `.nn` models are read by [`crate::barracuda`] and lowered onto tract ([`NnPolicy`]).
+//!
+//! Formats in front, one core behind: a [`Policy`] holds either engine and one
+//! [`ModelInterface`] (inputs, outputs, constants, memories); playing ([`play`]), Unity's
+//! checks ([`check`]), parity and [`session`] (what `mlagents-run`'s subcommands do) read the
+//! interface and never match on the format.
 
 mod check;
+mod interface;
 mod nn;
 mod onnx;
 mod parity;
 mod play;
+pub mod session;
+mod text;
 mod tensors;
 
-pub use check::{check, ModelFacts};
+pub use check::check;
+pub use interface::{DeclaredInput, DeclaredOutput, FileVersion, MemorySlot, ModelInterface};
 pub use nn::NnPolicy;
 pub use onnx::{bounded_elements, MAX_INPUT_ELEMENTS};
 pub use play::{play, PlayError, PlayReport, PolicyDriver};
@@ -41,11 +50,30 @@ pub enum RunError {
     Eval { path: String, detail: String },
 }
 
-/// A policy in either format.
+/// A loaded policy: the format's engine in front (each format read and lowered its own way),
+/// one [`ModelInterface`] behind it that everything else reads.
+pub struct Policy {
+    engine: Engine,
+    interface: std::sync::OnceLock<ModelInterface>,
+}
+
+/// The engine of each format.
 #[allow(clippy::large_enum_variant)] // a handful of policies per process
-pub enum Policy {
+enum Engine {
     Onnx(OnnxPolicy),
     Nn(NnPolicy),
+}
+
+impl From<OnnxPolicy> for Policy {
+    fn from(policy: OnnxPolicy) -> Self {
+        Self { engine: Engine::Onnx(policy), interface: Default::default() }
+    }
+}
+
+impl From<NnPolicy> for Policy {
+    fn from(policy: NnPolicy) -> Self {
+        Self { engine: Engine::Nn(policy), interface: Default::default() }
+    }
 }
 
 /// The two model formats the runner reads.
@@ -53,6 +81,8 @@ pub enum Policy {
 #[serde(rename_all = "lowercase")]
 pub enum ModelFormat {
     Onnx,
+    /// Barracuda `.nn` (named `barracuda` in reports).
+    #[serde(rename = "barracuda")]
     Nn,
 }
 
@@ -98,48 +128,55 @@ impl Policy {
             log::warn!("{label} is {is}; reading it as such (rename it to {ext})");
         }
         Ok(match format {
-            ModelFormat::Nn => Self::Nn(NnPolicy::from_bytes(bytes, &label, options)?),
-            ModelFormat::Onnx => Self::Onnx(OnnxPolicy::from_bytes(bytes, &label, options)?),
+            ModelFormat::Nn => NnPolicy::from_bytes(bytes, &label, options)?.into(),
+            ModelFormat::Onnx => OnnxPolicy::from_bytes(bytes, &label, options)?.into(),
         })
     }
 
     /// The model's format.
     pub fn format(&self) -> ModelFormat {
-        match self {
-            Self::Onnx(_) => ModelFormat::Onnx,
-            Self::Nn(_) => ModelFormat::Nn,
+        match &self.engine {
+            Engine::Onnx(_) => ModelFormat::Onnx,
+            Engine::Nn(_) => ModelFormat::Nn,
         }
     }
 
-    pub fn run(&self, inputs: &NamedTensors) -> Result<NamedTensors, RunError> {
-        match self {
-            Self::Onnx(p) => p.run(inputs),
-            Self::Nn(p) => p.run(inputs),
+    /// What the model declares, worked out on first use and kept (an ONNX model's constants
+    /// take one run at batch 1, which leaves its random streams as they were).
+    pub fn interface(&self) -> Result<&ModelInterface, RunError> {
+        if let Some(interface) = self.interface.get() {
+            return Ok(interface);
         }
-    }
-
-    pub fn outputs(&self) -> &[String] {
-        match self {
-            Self::Onnx(p) => p.outputs(),
-            Self::Nn(p) => p.outputs(),
-        }
-    }
-
-    /// Weights and constants holding NaN or infinities, each as `name (count values)`. Such a
-    /// model gives NaN actions in Unity; tract may give finite ones.
-    pub fn non_finite_weights(&self) -> Vec<String> {
-        let found = match self {
-            Self::Onnx(p) => p.non_finite_weights(),
-            Self::Nn(p) => p.non_finite_weights(),
+        let interface = match &self.engine {
+            Engine::Onnx(p) => p.interface()?,
+            Engine::Nn(p) => p.interface(),
         };
-        found.into_iter().map(|(name, count)| format!("{name} ({count} non-finite value{})", if count == 1 { "" } else { "s" })).collect()
+        Ok(self.interface.get_or_init(|| interface))
+    }
+
+    /// Runs the model on named inputs; returns every output.
+    pub fn run(&self, inputs: &NamedTensors) -> Result<NamedTensors, RunError> {
+        match &self.engine {
+            Engine::Onnx(p) => p.run(inputs),
+            Engine::Nn(p) => p.run(inputs),
+        }
+    }
+
+    /// Weights and constants holding NaN or infinities, each as `name (count values)` (read
+    /// from the weights alone, without running the model).
+    pub fn non_finite_weights(&self) -> Vec<String> {
+        let found = match &self.engine {
+            Engine::Onnx(p) => p.non_finite_weights(),
+            Engine::Nn(p) => p.non_finite_weights(),
+        };
+        interface::describe_non_finite(found)
     }
 
     /// Whether the (possibly rewritten) graph declares an input of this name.
     pub fn declares_input(&self, name: &str) -> bool {
-        match self {
-            Self::Onnx(p) => p.inputs().iter().any(|i| i.name == name),
-            Self::Nn(p) => p.declares_input(name),
+        match &self.engine {
+            Engine::Onnx(p) => p.inputs().iter().any(|i| i.name == name),
+            Engine::Nn(p) => p.declares_input(name),
         }
     }
 }

@@ -6,7 +6,8 @@
 
 use crate::spec::model;
 use super::onnx::{bounded_elements, LoadOptions, OnnxPolicy, MAX_INPUT_ELEMENTS, NOISE_INPUT};
-use super::{NamedTensors, RunError, TensorData};
+use super::interface::{describe_non_finite, DeclaredInput, DeclaredOutput, FileVersion, MemorySlot, ModelInterface};
+use super::{ModelFormat, NamedTensors, RunError, TensorData};
 use crate::barracuda::{self, LowerOptions, NnModel};
 
 /// A loaded `.nn` policy.
@@ -75,6 +76,39 @@ impl NnPolicy {
                 (count > 0).then(|| (t.name.clone(), count))
             })
             .collect()
+    }
+
+    /// The model's interface: its inputs (Barracuda `[N, H, W, C]` dims after the batch), its
+    /// outputs, its constants (tensors of the file) and its memories, laid side by side in an
+    /// agent's memory vector in file order.
+    pub fn interface(&self) -> ModelInterface {
+        let m = &self.model;
+        let mut memories = vec![];
+        let mut offset = 0;
+        for memory in &m.memories {
+            let size = memory.shape[3].max(0) as usize;
+            memories.push(MemorySlot {
+                input: memory.input.clone(),
+                output: memory.output.clone(),
+                offset,
+                size,
+                declared: false,
+                dims: vec![1, 1, memory.shape[3] as i64],
+            });
+            offset += size;
+        }
+        let operators = m.layer_histogram().into_iter().map(|(t, n)| (format!("{t:?}"), n)).collect();
+        ModelInterface {
+            format: ModelFormat::Nn,
+            file_version: FileVersion::Barracuda { version: m.version },
+            inputs: m.inputs.iter().map(|i| DeclaredInput { name: i.name.clone(), dims: i.shape.iter().skip(1).map(|d| *d as i64).collect() }).collect(),
+            outputs: m.outputs.iter().map(|o| DeclaredOutput { name: o.clone(), shape_at_batch_1: None }).collect(),
+            constants: model::MODEL_CONSTANTS.iter().filter_map(|c| m.tensor(c).map(|t| (c.to_string(), m.tensor_values(t)))).collect(),
+            memory_size: m.constant(model::MEMORY_SIZE).map_or(offset, |v| v as usize).max(offset),
+            memories,
+            operators,
+            non_finite_weights: describe_non_finite(self.non_finite_weights()),
+        }
     }
 
     /// The parsed model.

@@ -8,7 +8,9 @@
 //! optimized per batch size and cached.
 
 use crate::spec::model;
-use super::{NamedTensors, RunError, TensorData};
+use super::interface::{describe_non_finite, DeclaredInput, DeclaredOutput, FileVersion, ModelInterface};
+use super::{ModelFormat, NamedTensors, RunError, TensorData};
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use tract_onnx::pb::{self, ModelProto};
@@ -202,6 +204,47 @@ impl OnnxPolicy {
     /// Runs the model. Every declared input must be given; its shape must agree with the
     /// declared dims. Returns every output, converted to float.
     pub fn run(&self, inputs: &NamedTensors) -> Result<NamedTensors, RunError> {
+        let Prepared { mut values, mut shapes, batch } = self.prepare(inputs)?;
+        if let Some(draws) = &self.discrete_draws {
+            let uniform = draws.draw(batch);
+            shapes.push(uniform.shape().to_vec());
+            values.push(uniform.into_tvalue());
+        }
+        let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        if let std::collections::hash_map::Entry::Vacant(e) = states.entry(batch) {
+            let state = self.build_state(&shapes, batch)?;
+            e.insert(state);
+        }
+        let state = states.get_mut(&batch).expect("inserted above");
+        let results = match contain_tract_panics(|| state.run(values)) {
+            Ok(results) => results,
+            Err(detail) => {
+                // A state that failed half-way is not reused.
+                states.remove(&batch);
+                return Err(RunError::Eval { path: self.path.clone(), detail });
+            }
+        };
+        self.collect(results)
+    }
+
+    /// Runs the model once on a plan state of its own, with the discrete draws at 0: the
+    /// cached states and the random streams are left as they were, so looking at a model
+    /// (its constants, its output shapes) does not change what it plays.
+    fn probe(&self, inputs: &NamedTensors) -> Result<NamedTensors, RunError> {
+        let Prepared { mut values, mut shapes, batch } = self.prepare(inputs)?;
+        if let Some(draws) = &self.discrete_draws {
+            let zeros = Tensor::zero::<f32>(&[batch, draws.branches]).expect("shape of two dims");
+            shapes.push(zeros.shape().to_vec());
+            values.push(zeros.into_tvalue());
+        }
+        let mut state = self.build_state(&shapes, batch)?;
+        let results = contain_tract_panics(|| state.run(values)).map_err(|detail| RunError::Eval { path: self.path.clone(), detail })?;
+        self.collect(results)
+    }
+
+    /// The given inputs as tract values in the declared order, their shapes, and the batch,
+    /// after checking names, shapes and that the batched inputs share one batch.
+    fn prepare(&self, inputs: &NamedTensors) -> Result<Prepared, RunError> {
         let mut values = TVec::new();
         let mut shapes = Vec::new();
         for declared in &self.inputs {
@@ -241,26 +284,12 @@ impl OnnxPolicy {
                 });
             }
         }
-        if let Some(draws) = &self.discrete_draws {
-            let uniform = draws.draw(batch);
-            shapes.push(uniform.shape().to_vec());
-            values.push(uniform.into_tvalue());
-        }
+        Ok(Prepared { values, shapes, batch })
+    }
+
+    /// The plan's results by output name, as float tensors.
+    fn collect(&self, results: TVec<TValue>) -> Result<NamedTensors, RunError> {
         let eval = |e: TractError| RunError::Eval { path: self.path.clone(), detail: format!("{e:#}") };
-        let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
-        if let std::collections::hash_map::Entry::Vacant(e) = states.entry(batch) {
-            let state = self.build_state(&shapes, batch)?;
-            e.insert(state);
-        }
-        let state = states.get_mut(&batch).expect("inserted above");
-        let results = match contain_tract_panics(|| state.run(values)) {
-            Ok(results) => results,
-            Err(detail) => {
-                // A state that failed half-way is not reused.
-                states.remove(&batch);
-                return Err(RunError::Eval { path: self.path.clone(), detail });
-            }
-        };
         let mut out = NamedTensors::new();
         for (name, value) in self.outputs.iter().zip(results.iter()) {
             let floats = value.cast_to::<f32>().map_err(eval)?;
@@ -269,6 +298,45 @@ impl OnnxPolicy {
         }
         Ok(out)
     }
+
+    /// The model's interface. Its constants are graph outputs: they come from one
+    /// [`Self::probe`] at batch 1 on [`Self::neutral_inputs`], which also gives each
+    /// output's shape at batch 1.
+    pub fn interface(&self) -> Result<ModelInterface, RunError> {
+        let probed = self.probe(&self.neutral_inputs(1)?)?;
+        let inputs: Vec<DeclaredInput> = self
+            .inputs
+            .iter()
+            .map(|i| DeclaredInput { name: i.name.clone(), dims: i.dims.iter().skip(1).map(|d| d.map_or(-1, |v| v as i64)).collect() })
+            .collect();
+        let memories = ModelInterface::onnx_memory(&inputs);
+        let mut operators = BTreeMap::new();
+        for node in self.proto.graph.iter().flat_map(|g| &g.node) {
+            *operators.entry(node.op_type.clone()).or_default() += 1;
+        }
+        Ok(ModelInterface {
+            format: ModelFormat::Onnx,
+            file_version: FileVersion::Onnx {
+                ir_version: self.proto.ir_version,
+                opset: self.proto.opset_import.iter().map(|o| o.version).max(),
+                producer: format!("{} {}", self.proto.producer_name, self.proto.producer_version).trim().to_string(),
+            },
+            outputs: self.outputs.iter().map(|o| DeclaredOutput { name: o.clone(), shape_at_batch_1: probed.get(o).map(|t| t.shape.clone()) }).collect(),
+            constants: model::MODEL_CONSTANTS.iter().filter_map(|c| probed.get(*c).map(|t| (c.to_string(), t.data.clone()))).collect(),
+            memory_size: memories.first().map_or(0, |m| m.size),
+            memories,
+            inputs,
+            operators,
+            non_finite_weights: describe_non_finite(self.non_finite_weights()),
+        })
+    }
+}
+
+/// Checked inputs in the declared order, their shapes, and the batch they share.
+struct Prepared {
+    values: TVec<TValue>,
+    shapes: Vec<Vec<usize>>,
+    batch: usize,
 }
 
 /// Runs tract, turning its errors and its panics (tract 0.23 still unwraps on some malformed

@@ -1,0 +1,188 @@
+//! Playing a policy against a live environment as Unity's inference does: [`feed`] builds the
+//! inputs the model declares (ML-Agents model API v1-v3 and `.nn`), [`actions`] turns its
+//! outputs into actions, [`PolicyDriver`] carries memories and previous actions per agent
+//! between the two, and [`play`] runs episodes.
+
+mod actions;
+mod feed;
+
+pub(super) use actions::{argmax, split_branches};
+use actions::ActionDecoder;
+use feed::{AgentCarry, InputPlan};
+use super::{NamedTensors, Policy, RunError};
+use crate::env::{ActionTuple, DecisionSteps, EnvError, UnityEnvironment};
+use crate::spec::model;
+use crate::spec::BehaviorSpec;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// Errors while playing.
+#[derive(Debug, thiserror::Error)]
+pub enum PlayError {
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    #[error(transparent)]
+    Run(#[from] RunError),
+    #[error("the model does not fit behavior {behavior:?}: {detail}")]
+    Mismatch { behavior: String, detail: String },
+    #[error("no episode of {behavior} ended within {steps} environment steps ({decisions} decisions); raise --max-steps, or check that the policy can end an episode")]
+    NoEpisode { behavior: String, steps: usize, decisions: usize },
+}
+
+/// Feeds a policy from decision steps and turns its outputs into actions.
+pub struct PolicyDriver {
+    policy: Policy,
+    behavior: String,
+    spec: BehaviorSpec,
+    deterministic: bool,
+    rng: ChaCha8Rng,
+    plan: InputPlan,
+    decoder: ActionDecoder,
+    /// The width of an agent's memory, and where each memory output goes in it.
+    memory_size: usize,
+    memory_outputs: Vec<(String, usize, usize)>,
+    carry: AgentCarry,
+}
+
+impl PolicyDriver {
+    /// Checks that the model's inputs can be fed from `spec` and plans how.
+    pub fn new(policy: Policy, behavior: &str, spec: &BehaviorSpec, deterministic: bool, seed: u64) -> Result<Self, PlayError> {
+        let interface = policy.interface()?;
+        let plan = InputPlan::plan(interface, spec).map_err(|detail| PlayError::Mismatch { behavior: behavior.into(), detail })?;
+        let decoder = ActionDecoder { action_spec: spec.action_spec.clone(), version: interface.constant(model::VERSION_NUMBER), deterministic };
+        let memory_size = interface.memory_size;
+        let memory_outputs = interface.memories.iter().map(|m| (m.output.clone(), m.offset, m.size)).collect();
+        Ok(Self {
+            policy,
+            behavior: behavior.into(),
+            spec: spec.clone(),
+            deterministic,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            plan,
+            decoder,
+            memory_size,
+            memory_outputs,
+            carry: AgentCarry::default(),
+        })
+    }
+
+    /// The policy being driven.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Forgets the memory and previous action of agents whose episode ended.
+    pub fn end_episodes(&mut self, agent_ids: &[i32]) {
+        for id in agent_ids {
+            self.carry.memories.remove(id);
+            self.carry.previous_actions.remove(id);
+        }
+    }
+
+    /// Builds the model inputs for a batch of decisions.
+    pub fn inputs(&mut self, steps: &DecisionSteps) -> NamedTensors {
+        let noise = (!self.deterministic).then_some(&mut self.rng);
+        self.plan.build(steps, &self.spec, &self.carry, noise)
+    }
+
+    /// Runs the policy on a batch of decisions and returns the actions (and stores memories
+    /// and previous actions).
+    pub fn decide(&mut self, steps: &DecisionSteps) -> Result<ActionTuple, PlayError> {
+        let n = steps.len();
+        if n == 0 {
+            return Ok(ActionTuple::zeros(&self.spec.action_spec, 0));
+        }
+        let inputs = self.inputs(steps);
+        let outputs = self.policy.run(&inputs)?;
+        let mismatch = |detail: String| PlayError::Mismatch { behavior: self.behavior.clone(), detail };
+        let continuous = self.decoder.continuous(&outputs, n).map_err(mismatch)?;
+        let discrete = self.decoder.discrete(&outputs, n, &mut self.rng).map_err(mismatch)?;
+        self.remember(steps, &outputs, &discrete);
+        Ok(ActionTuple { continuous, discrete })
+    }
+
+    /// Stores each agent's discrete action and memory outputs for its next decision.
+    fn remember(&mut self, steps: &DecisionSteps, outputs: &NamedTensors, discrete: &[i32]) {
+        let n = steps.len();
+        let branches = self.spec.action_spec.discrete_size();
+        if branches > 0 {
+            for (k, id) in steps.agent_id.iter().enumerate() {
+                self.carry.previous_actions.insert(*id, discrete[k * branches..(k + 1) * branches].to_vec());
+            }
+        }
+        if self.memory_size == 0 {
+            return;
+        }
+        for (name, offset, size) in &self.memory_outputs {
+            let Some(t) = outputs.get(name) else { continue };
+            let width = t.data.len() / n;
+            for (k, id) in steps.agent_id.iter().enumerate() {
+                let memory = self.carry.memories.entry(*id).or_insert_with(|| vec![0.0; self.memory_size]);
+                let take = (*size).min(width);
+                memory[*offset..*offset + take].copy_from_slice(&t.data[k * width..k * width + take]);
+            }
+        }
+    }
+}
+
+/// What a play session measured for one behavior.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PlayReport {
+    pub behavior: String,
+    pub episodes: usize,
+    pub mean_reward: f32,
+    pub std_reward: f32,
+    pub decisions: usize,
+    pub decisions_per_second: f64,
+    pub returns: Vec<f32>,
+}
+
+/// Plays `driver` on its behavior until `episodes` episodes have ended (other behaviors get
+/// zero actions), or `max_steps` environment steps.
+pub fn play(env: &mut UnityEnvironment, driver: &mut PolicyDriver, episodes: usize, max_steps: usize) -> Result<PlayReport, PlayError> {
+    if env.needs_reset() {
+        env.reset()?;
+    }
+    let behavior = driver.behavior.clone();
+    // Summed in f64, as ML-Agents sums rewards in Python floats.
+    let mut running: HashMap<i32, f64> = HashMap::new();
+    let mut returns = vec![];
+    let mut decisions = 0;
+    let mut policy_time = 0.0;
+    for _ in 0..max_steps {
+        let (d, t) = env.get_steps(&behavior)?;
+        for (i, id) in t.agent_id.iter().enumerate() {
+            returns.push((running.remove(id).unwrap_or(0.0) + t.reward[i] as f64) as f32);
+        }
+        driver.end_episodes(&t.agent_id);
+        if returns.len() >= episodes {
+            break;
+        }
+        for (i, id) in d.agent_id.iter().enumerate() {
+            *running.entry(*id).or_default() += d.reward[i] as f64;
+        }
+        let start = Instant::now();
+        let actions = driver.decide(&d)?;
+        policy_time += start.elapsed().as_secs_f64();
+        decisions += d.len();
+        env.set_actions(&behavior, actions)?;
+        env.step()?;
+    }
+    if returns.is_empty() {
+        return Err(PlayError::NoEpisode { behavior, steps: max_steps, decisions });
+    }
+    returns.truncate(episodes);
+    let mean = if returns.is_empty() { f32::NAN } else { returns.iter().sum::<f32>() / returns.len() as f32 };
+    let std = if returns.is_empty() { f32::NAN } else { (returns.iter().map(|r| (r - mean).powi(2)).sum::<f32>() / returns.len() as f32).sqrt() };
+    Ok(PlayReport {
+        behavior,
+        episodes: returns.len(),
+        mean_reward: mean,
+        std_reward: std,
+        decisions,
+        decisions_per_second: if policy_time > 0.0 { decisions as f64 / policy_time } else { 0.0 },
+        returns,
+    })
+}
