@@ -5,7 +5,7 @@ use mlagents::comm::handshake;
 use mlagents::comm::server::close_message;
 use mlagents::env::ActionTuple;
 use mlagents::proto::{unity_rl_input_proto::ListAgentActionProto, UnityInputProto, UnityMessageProto, UnityRlInputProto};
-use mlagents::sim::academy::UnityClient;
+use mlagents::sim::client::UnityClient;
 use mlagents::spec::ActionSpec;
 use prost::Message;
 

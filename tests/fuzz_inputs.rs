@@ -24,7 +24,8 @@ use mlagents::proto::{
     UnityRlInitializationInputProto, UnityRlInputProto,
 };
 use mlagents::run::{LoadOptions, NamedTensors, NnPolicy, OnnxPolicy, Policy, TensorData};
-use mlagents::sim::academy::{self, SimOptions, UnityClient};
+use mlagents::sim::academy::{self, SimOptions};
+use mlagents::sim::client::UnityClient;
 use mlagents::sim::scenes;
 use mlagents::spec::{ActionSpec, ApiVersion};
 use mlagents::checkpoint::{AdamState, Checkpoint, CheckpointDescription, CHECKPOINT_FORMAT_VERSION};

@@ -2,7 +2,7 @@
 //! an optional compressed channel mapping). Decoding follows mlagents_envs; encoding is what a
 //! Unity camera sensor does.
 
-use crate::proto::{observation_proto::FloatData, observation_proto::ObservationData, ObservationProto};
+use crate::proto::{observation_proto::FloatData, observation_proto::ObservationData, CompressionTypeProto, ObservationProto};
 use crate::spec::{DimensionProperty, ObservationSpec, ObservationType};
 
 /// PNG signature, used to split concatenated PNGs.
@@ -54,8 +54,8 @@ fn checked_len(shape: &[i32]) -> Result<usize, ObservationError> {
 /// Decodes one observation into `prod(shape)` floats, in the row-major order of `shape`.
 pub fn decode(obs: &ObservationProto) -> Result<Vec<f32>, ObservationError> {
     let expected = checked_len(&obs.shape)?;
-    match obs.compression_type {
-        0 => match &obs.observation_data {
+    match CompressionTypeProto::try_from(obs.compression_type) {
+        Ok(CompressionTypeProto::None) => match &obs.observation_data {
             Some(ObservationData::FloatData(f)) => {
                 if f.data.len() != expected {
                     return Err(ObservationError::WrongSize { shape: obs.shape.clone(), expected, found: f.data.len() });
@@ -70,13 +70,13 @@ pub fn decode(obs: &ObservationProto) -> Result<Vec<f32>, ObservationError> {
                 }
             }
         },
-        1 => {
+        Ok(CompressionTypeProto::Png) => {
             let Some(ObservationData::CompressedData(bytes)) = &obs.observation_data else {
                 return Err(ObservationError::NoData);
             };
             decode_png_observation(bytes, obs, expected)
         }
-        other => Err(ObservationError::UnknownCompression(other)),
+        Err(_) => Err(ObservationError::UnknownCompression(obs.compression_type)),
     }
 }
 
@@ -204,7 +204,7 @@ pub fn encode_png_hwc(data: &[f32], h: usize, w: usize, c: usize) -> (Vec<u8>, V
 pub fn float_observation(spec: &ObservationSpec, data: Vec<f32>) -> ObservationProto {
     ObservationProto {
         shape: spec.shape.iter().map(|d| *d as i32).collect(),
-        compression_type: 0,
+        compression_type: CompressionTypeProto::None as i32,
         observation_data: Some(ObservationData::FloatData(FloatData { data })),
         compressed_channel_mapping: vec![],
         dimension_properties: spec.dimension_properties.iter().map(|d| d.to_wire()).collect(),
@@ -218,7 +218,7 @@ pub fn png_observation(spec: &ObservationSpec, data: &[f32]) -> ObservationProto
     let (h, w, c) = (spec.shape[0], spec.shape[1], spec.shape[2]);
     let (bytes, mapping) = encode_png_hwc(data, h, w, c);
     ObservationProto {
-        compression_type: 1,
+        compression_type: CompressionTypeProto::Png as i32,
         observation_data: Some(ObservationData::CompressedData(bytes)),
         compressed_channel_mapping: mapping,
         ..float_observation(spec, vec![])

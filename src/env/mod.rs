@@ -28,7 +28,7 @@ pub use vec_env::VecEnv;
 use crate::comm::handshake::Agreement;
 use crate::comm::side_channel::{SharedSideChannel, SideChannelError, SideChannelManager};
 use crate::comm::{convert, BindAddress, CommError, Communicator, DEFAULT_MAX_MESSAGE_SIZE};
-use crate::proto::{unity_rl_input_proto::ListAgentActionProto, UnityInputProto, UnityOutputProto, UnityRlInputProto};
+use crate::proto::{unity_rl_input_proto::ListAgentActionProto, CommandProto, UnityInputProto, UnityOutputProto, UnityRlInputProto};
 use crate::spec::{BehaviorSpec, BASE_ENVIRONMENT_PORT, DEFAULT_EDITOR_PORT, DEFAULT_TIMEOUT_WAIT_SECS};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -271,7 +271,7 @@ impl UnityEnvironment {
 
     /// Resets the environment (and sends queued side-channel messages).
     pub fn reset(&mut self) -> Result<(), EnvError> {
-        self.send_input(1)?;
+        self.send_input(CommandProto::Reset)?;
         self.receive("reset")?;
         self.needs_reset = false;
         Ok(())
@@ -289,7 +289,7 @@ impl UnityEnvironment {
 
     /// First half of [`UnityEnvironment::step`]: answers Unity with the actions.
     pub fn step_send(&mut self) -> Result<(), EnvError> {
-        self.send_input(0)
+        self.send_input(CommandProto::Step)
     }
 
     /// Second half of [`UnityEnvironment::step`]: waits for Unity's next decisions.
@@ -302,17 +302,17 @@ impl UnityEnvironment {
         self.needs_reset
     }
 
-    /// Answers Unity with side channels and a command (0 STEP with the actions, 1 RESET, 2 QUIT).
-    fn send_input(&mut self, command: i32) -> Result<(), EnvError> {
+    /// Answers Unity with side channels and a command (STEP with the actions, RESET, QUIT).
+    fn send_input(&mut self, command: CommandProto) -> Result<(), EnvError> {
         if self.closed {
             return Err(EnvError::Closed);
         }
         let mut input = UnityRlInputProto {
             side_channel: self.side_channels.take_outgoing(self.agreement.side_channel_api),
-            command,
+            command: command as i32,
             ..Default::default()
         };
-        if command == 0 {
+        if command == CommandProto::Step {
             for (name, (decisions, _)) in &self.steps {
                 let n = decisions.len();
                 if n == 0 {
@@ -430,7 +430,7 @@ impl UnityEnvironment {
         if self.closed {
             return Ok(());
         }
-        self.send_input(2)?;
+        self.send_input(CommandProto::Quit)?;
         self.close()
     }
 

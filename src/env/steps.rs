@@ -204,7 +204,7 @@ pub fn steps_from_proto(
                 return Err(bad(field, format!("shape {:?}, the behavior spec says {:?}", o.shape, batch.shape)));
             }
             let values = observation::decode(o).map_err(|e| bad(field.clone(), e.to_string()))?;
-            if o.compression_type == 0 {
+            if o.compression_type == crate::proto::CompressionTypeProto::None as i32 {
                 if let Some(k) = values.iter().position(|v| !v.is_finite()) {
                     return Err(bad(field, format!("value {k} is {}", values[k])));
                 }

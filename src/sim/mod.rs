@@ -3,11 +3,14 @@
 //!
 //! - [`scene`]: the [`scene::Scene`] trait a scene implements (agents, observations,
 //!   actions, rewards), and [`scene::SceneContext`], its view of the academy.
-//! - [`academy`]: Unity's academy loop (decision periods, max steps, episode ends, rewards)
-//!   and the gRPC client that talks to the trainer.
+//! - [`academy`]: Unity's academy loop (decision periods, max steps, episode ends, rewards),
+//!   one method per phase.
+//! - [`client`]: the gRPC link to the trainer; [`faults`]: deliberate misbehaviours for tests.
 //! - [`scenes`]: the scenes (`mlagents-sim --scene list`).
 
 pub mod academy;
+pub mod client;
+pub mod faults;
 pub mod math;
 pub mod scene;
 pub mod scenes;
