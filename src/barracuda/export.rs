@@ -119,6 +119,8 @@ fn leaky_relu(b: &mut NnBuilder, name: &str, input: &str) -> String {
 
 /// Builds the `.nn` model of a policy: the vector observations concatenated in one
 /// `vector_observation` input (as Unity 1.x feeds it), images as `visual_observation_k`.
+/// The steps, in the order their layers lie in the file: the constants, the vector input
+/// (normalised), the observation encodings, the Swish body, the action head.
 pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnModel, PolicyError> {
     description.check(weights)?;
     let actions = &description.action_spec;
@@ -126,16 +128,41 @@ pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnMod
         return Err(PolicyError::Unsupported("the .nn interface (model API 2) has no hybrid actions; export ONNX".into()));
     }
     let mut b = NnBuilder { blob: TensorBlob::new(), layers: vec![], constants: Layer::new(model::ACTION_OUTPUT_SHAPE, LayerType::Load, &[]) };
+    write_constants(&mut b, description)?;
+    let mut inputs = vec![];
+    let vector = vector_input(&mut b, description, weights, &mut inputs)?;
+    let mut x = encodings(&mut b, description, weights, &vector, &mut inputs)?;
+    for l in 0..description.num_layers {
+        let d = b.dense(&format!("main_graph_0/hidden_{l}"), &x, weights, &names::body_weight(l), &names::body_bias(l))?;
+        x = b.activation(&format!("main_graph_0/hidden_{l}/swish"), Activation::Swish, &d);
+    }
+    if actions.continuous_size > 0 {
+        continuous_head(&mut b, &x, weights)?;
+    } else {
+        let total: usize = actions.discrete_branches.iter().sum();
+        inputs.push(Input { name: model::ACTION_MASKS.into(), shape: vec![-1, 1, 1, total as i32] });
+        discrete_head(&mut b, &x, weights, &actions.discrete_branches)?;
+    }
+    Ok(assemble(b, inputs))
+}
+
+/// ML-Agents' constants, in the Load layer that is named after its first tensor
+/// (barracuda-nn.md §8).
+fn write_constants(b: &mut NnBuilder, description: &PolicyDescription) -> Result<(), PolicyError> {
+    let actions = &description.action_spec;
     let continuous = actions.continuous_size > 0;
-    let total: usize = actions.discrete_branches.iter().sum();
-    let output_size = if continuous { actions.continuous_size } else { total };
-    // The merged Load layer is named after its first tensor (barracuda-nn.md §8).
+    let output_size = if continuous { actions.continuous_size } else { actions.discrete_branches.iter().sum() };
     b.constant(model::ACTION_OUTPUT_SHAPE, &[output_size as f32])?;
     b.constant(model::MEMORY_SIZE, &[0.0])?;
     b.constant(model::VERSION_NUMBER, &[2.0])?;
     b.constant(model::IS_CONTINUOUS_CONTROL, &[if continuous { 1.0 } else { 0.0 }])?;
+    Ok(())
+}
+
+/// The `vector_observation` input (when the policy has vector observations) and its
+/// normalisation; returns the name of the (normalised) vector, empty without one.
+fn vector_input(b: &mut NnBuilder, description: &PolicyDescription, weights: &Weights, inputs: &mut Vec<Input>) -> Result<String, PolicyError> {
     let vector_width = description.vector_width();
-    let mut inputs = vec![];
     let mut vector = String::new();
     if vector_width > 0 {
         inputs.push(Input { name: model::VECTOR_OBSERVATION.into(), shape: vec![-1, 1, 1, vector_width as i32] });
@@ -157,8 +184,15 @@ pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnMod
         let lower = b.layer("normalization/max", LayerType::Max, &[&z, &low]);
         vector = b.layer("normalization/clip", LayerType::Min, &[&lower, &high]);
     }
-    // Encodings in observation order; consecutive vector observations form one slice of
-    // `vector_observation` (no slice at all when they are all consecutive).
+    Ok(vector)
+}
+
+/// The observation encodings in observation order (images through the visual encoder,
+/// consecutive vector observations as one slice of `vector`), concatenated when there are
+/// several; returns the name of the encoding.
+fn encodings(b: &mut NnBuilder, description: &PolicyDescription, weights: &Weights, vector: &str, inputs: &mut Vec<Input>) -> Result<String, PolicyError> {
+    let vector_width = description.vector_width();
+    // No slice at all when the vector observations are all consecutive.
     let mut encodings: Vec<String> = vec![];
     let mut runs: Vec<(usize, usize, usize)> = vec![]; // (position in encodings, start, end)
     let (mut offset, mut visual_count) = (0, 0);
@@ -166,7 +200,7 @@ pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnMod
         if let Some(encoder) = SimpleVisualEncoder::of(shape) {
             let name = ModelInput::VisualObservation(visual_count).name();
             inputs.push(Input { name: name.clone(), shape: vec![-1, encoder.height as i32, encoder.width as i32, encoder.channels as i32] });
-            encodings.push(visual_encoder(&mut b, &name, &encoder, weights, i)?);
+            encodings.push(visual_encoder(b, &name, &encoder, weights, i)?);
             visual_count += 1;
             continue;
         }
@@ -181,16 +215,16 @@ pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnMod
     }
     for (position, start, end) in runs {
         encodings[position] = if (start, end) == (0, vector_width) {
-            vector.clone()
+            vector.to_string()
         } else {
             let name = format!("{}/slice_{start}_{end}", model::VECTOR_OBSERVATION);
-            let mut slice = Layer::new(&name, LayerType::StridedSlice, &[&vector]);
+            let mut slice = Layer::new(&name, LayerType::StridedSlice, &[vector]);
             (slice.pad, slice.pool, slice.stride) = (vec![0, 0, 0, start as i32], vec![0, 0, 0, end as i32], vec![1, 1, 1, 1]);
             b.layers.push(slice);
             name
         };
     }
-    let mut x = if encodings.len() == 1 {
+    Ok(if encodings.len() == 1 {
         encodings.remove(0)
     } else {
         let refs: Vec<&str> = encodings.iter().map(|e| e.as_str()).collect();
@@ -198,60 +232,67 @@ pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnMod
         concat.axis = 3;
         b.layers.push(concat);
         "encodings/concat".to_string()
-    };
-    for l in 0..description.num_layers {
-        let d = b.dense(&format!("main_graph_0/hidden_{l}"), &x, weights, &names::body_weight(l), &names::body_bias(l))?;
-        x = b.activation(&format!("main_graph_0/hidden_{l}/swish"), Activation::Swish, &d);
+    })
+}
+
+/// Continuous actions: clip(mu + exp(log_std) * N(0, 1), -3, 3) / 3 as `action` (the
+/// deterministic action is clip(mu, -3, 3) / 3).
+fn continuous_head(b: &mut NnBuilder, x: &str, weights: &Weights) -> Result<(), PolicyError> {
+    let mu = b.dense("policy/mu", x, weights, names::MU_WEIGHT, names::MU_BIAS)?;
+    let log_std = b.constant("policy/log_std", &weights.get(names::LOG_SIGMA)?.data)?;
+    let std = b.activation("policy/std", Activation::Exp, &log_std);
+    let mut noise = Layer::new("policy/epsilon", LayerType::RandomNormal, &[&mu]);
+    (noise.alpha, noise.beta) = (1.0, 0.0);
+    b.layers.push(noise);
+    let scaled = b.layer("policy/scaled_noise", LayerType::Mul, &["policy/epsilon", &std]);
+    let sample = b.layer("policy/sample", LayerType::Add, &[&mu, &scaled]);
+    let low = b.constant("policy/clip_low", &[-model::ACTION_CLIP])?;
+    let high = b.constant("policy/clip_high", &[model::ACTION_CLIP])?;
+    let three = b.constant("policy/three", &[model::ACTION_CLIP])?;
+    let lower = b.layer("policy/clip_max", LayerType::Max, &[&sample, &low]);
+    let clipped = b.layer("policy/clip_min", LayerType::Min, &[&lower, &high]);
+    let scaled_action = b.layer("policy/action", LayerType::Div, &[&clipped, &three]);
+    b.activation(model::ACTION, Activation::None, &scaled_action);
+    Ok(())
+}
+
+/// Discrete actions: per branch, the softmax masked by its slice of `action_masks`,
+/// renormalised and logged; the branches concatenated as `action`.
+fn discrete_head(b: &mut NnBuilder, x: &str, weights: &Weights, discrete_branches: &[usize]) -> Result<(), PolicyError> {
+    let epsilon = b.constant("policy/epsilon_prob", &[1e-7])?;
+    let mut branches = vec![];
+    let mut start = 0;
+    for (k, size) in discrete_branches.iter().enumerate() {
+        let logits = b.dense(&format!("policy/branch_{k}"), x, weights, &names::branch_weight(k), &names::branch_bias(k))?;
+        let probs = b.activation(&format!("policy/branch_{k}/softmax"), Activation::Softmax, &logits);
+        let mut slice = Layer::new(&format!("policy/branch_{k}/mask"), LayerType::StridedSlice, &[model::ACTION_MASKS]);
+        (slice.pad, slice.pool, slice.stride) = (vec![0, 0, 0, start], vec![0, 0, 0, start + *size as i32], vec![1, 1, 1, 1]);
+        b.layers.push(slice);
+        let shifted = b.layer(&format!("policy/branch_{k}/add"), LayerType::Add, &[&probs, &epsilon]);
+        let masked = b.layer(&format!("policy/branch_{k}/masked"), LayerType::Mul, &[&shifted, &format!("policy/branch_{k}/mask")]);
+        let mut sum = Layer::new(&format!("policy/branch_{k}/sum"), LayerType::ReduceSum, &[&masked]);
+        sum.axis = 3;
+        b.layers.push(sum);
+        let normalised = b.layer(&format!("policy/branch_{k}/normalised"), LayerType::Div, &[&masked, &format!("policy/branch_{k}/sum")]);
+        let lifted = b.layer(&format!("policy/branch_{k}/lifted"), LayerType::Add, &[&normalised, &epsilon]);
+        branches.push(b.activation(&format!("policy/branch_{k}/log"), Activation::Log, &lifted));
+        start += *size as i32;
     }
-    if continuous {
-        // Deterministic action: clip(mu, -3, 3) / 3 (the sampled one adds exp(log_std) * N(0, 1)).
-        let mu = b.dense("policy/mu", &x, weights, names::MU_WEIGHT, names::MU_BIAS)?;
-        let log_std = b.constant("policy/log_std", &weights.get(names::LOG_SIGMA)?.data)?;
-        let std = b.activation("policy/std", Activation::Exp, &log_std);
-        let mut noise = Layer::new("policy/epsilon", LayerType::RandomNormal, &[&mu]);
-        (noise.alpha, noise.beta) = (1.0, 0.0);
-        b.layers.push(noise);
-        let scaled = b.layer("policy/scaled_noise", LayerType::Mul, &["policy/epsilon", &std]);
-        let sample = b.layer("policy/sample", LayerType::Add, &[&mu, &scaled]);
-        let low = b.constant("policy/clip_low", &[-model::ACTION_CLIP])?;
-        let high = b.constant("policy/clip_high", &[model::ACTION_CLIP])?;
-        let three = b.constant("policy/three", &[model::ACTION_CLIP])?;
-        let lower = b.layer("policy/clip_max", LayerType::Max, &[&sample, &low]);
-        let clipped = b.layer("policy/clip_min", LayerType::Min, &[&lower, &high]);
-        let scaled_action = b.layer("policy/action", LayerType::Div, &[&clipped, &three]);
-        b.activation(model::ACTION, Activation::None, &scaled_action);
+    let refs: Vec<&str> = branches.iter().map(|s| s.as_str()).collect();
+    if refs.len() == 1 {
+        b.activation(model::ACTION, Activation::None, refs[0]);
     } else {
-        inputs.push(Input { name: model::ACTION_MASKS.into(), shape: vec![-1, 1, 1, total as i32] });
-        let epsilon = b.constant("policy/epsilon_prob", &[1e-7])?;
-        let mut branches = vec![];
-        let mut start = 0;
-        for (k, size) in actions.discrete_branches.iter().enumerate() {
-            let logits = b.dense(&format!("policy/branch_{k}"), &x, weights, &names::branch_weight(k), &names::branch_bias(k))?;
-            let probs = b.activation(&format!("policy/branch_{k}/softmax"), Activation::Softmax, &logits);
-            let mut slice = Layer::new(&format!("policy/branch_{k}/mask"), LayerType::StridedSlice, &[model::ACTION_MASKS]);
-            (slice.pad, slice.pool, slice.stride) = (vec![0, 0, 0, start], vec![0, 0, 0, start + *size as i32], vec![1, 1, 1, 1]);
-            b.layers.push(slice);
-            let shifted = b.layer(&format!("policy/branch_{k}/add"), LayerType::Add, &[&probs, &epsilon]);
-            let masked = b.layer(&format!("policy/branch_{k}/masked"), LayerType::Mul, &[&shifted, &format!("policy/branch_{k}/mask")]);
-            let mut sum = Layer::new(&format!("policy/branch_{k}/sum"), LayerType::ReduceSum, &[&masked]);
-            sum.axis = 3;
-            b.layers.push(sum);
-            let normalised = b.layer(&format!("policy/branch_{k}/normalised"), LayerType::Div, &[&masked, &format!("policy/branch_{k}/sum")]);
-            let lifted = b.layer(&format!("policy/branch_{k}/lifted"), LayerType::Add, &[&normalised, &epsilon]);
-            branches.push(b.activation(&format!("policy/branch_{k}/log"), Activation::Log, &lifted));
-            start += *size as i32;
-        }
-        let refs: Vec<&str> = branches.iter().map(|s| s.as_str()).collect();
-        if refs.len() == 1 {
-            b.activation(model::ACTION, Activation::None, refs[0]);
-        } else {
-            let mut concat = Layer::new("policy/concat", LayerType::Concat, &refs);
-            concat.axis = 3;
-            b.layers.push(concat);
-            b.activation(model::ACTION, Activation::None, "policy/concat");
-        }
+        let mut concat = Layer::new("policy/concat", LayerType::Concat, &refs);
+        concat.axis = 3;
+        b.layers.push(concat);
+        b.activation(model::ACTION, Activation::None, "policy/concat");
     }
-    // The Load layer holds every constant and comes first; tensors must lie in file order.
+    Ok(())
+}
+
+/// The model: the Load layer of constants first, then the other layers, tensors repacked in
+/// file order.
+fn assemble(b: NnBuilder, inputs: Vec<Input>) -> NnModel {
     let NnBuilder { blob, mut layers, constants } = b;
     let mut ordered = vec![constants];
     ordered.append(&mut layers);
@@ -267,7 +308,7 @@ pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnMod
         trailer: None,
     };
     repack(&mut model);
-    Ok(model)
+    model
 }
 
 /// Rewrites tensor offsets and the blob in file order (constants were added to the Load
