@@ -308,6 +308,74 @@ impl Builder<'_> {
         Ok(self.node(if normal { "RandomNormalLike" } else { "RandomUniformLike" }, vec![x], attrs, &layer.name))
     }
 
+    /// Add, Sub, Mul, Div, Pow, Min, Max folded over the arguments; Mean as their sum
+    /// divided by their count.
+    fn elementwise(&mut self, layer: &Layer, args: &[String]) -> Result<String, LowerError> {
+        use LayerType as T;
+        if args.len() < 2 {
+            return Err(LowerError::BadLayer { layer: layer.name.clone(), detail: "needs at least 2 arguments".into() });
+        }
+        let op = match layer.layer_type {
+            T::Add | T::Mean => "Add",
+            T::Sub => "Sub",
+            T::Mul => "Mul",
+            T::Div => "Div",
+            T::Pow => "Pow",
+            T::Min => "Min",
+            _ => "Max",
+        };
+        let name = layer.name.as_str();
+        let mut acc = args[0].clone();
+        for a in &args[1..] {
+            acc = self.node(op, vec![acc, a.clone()], vec![], name);
+        }
+        if layer.layer_type == T::Mean {
+            let n = self.constant("count", &[], vec![args.len() as f32]);
+            acc = self.node("Div", vec![acc, n], vec![], name);
+        }
+        Ok(acc)
+    }
+
+    /// Reshape to the layer's pool shape, or to the shape of its second input.
+    fn reshape(&mut self, layer: &Layer, args: &[String]) -> Result<String, LowerError> {
+        let name = layer.name.as_str();
+        let shape = if layer.pool.is_empty() {
+            let other = args.get(1).cloned().ok_or_else(|| LowerError::BadLayer {
+                layer: layer.name.clone(),
+                detail: "Reshape without a target shape or a second input".into(),
+            })?;
+            self.node("Shape", vec![other], vec![], name)
+        } else {
+            let dims: Vec<i64> = layer.pool.iter().map(|d| *d as i64).collect();
+            self.constant_i64("shape", &[dims.len() as i64], dims)
+        };
+        let x = args.first().cloned().ok_or_else(|| LowerError::BadLayer { layer: layer.name.clone(), detail: "no input".into() })?;
+        Ok(self.node("Reshape", vec![x, shape], vec![], name))
+    }
+
+    /// OneHot of depth `pool[0]` with `alpha` for the hit and `beta` elsewhere.
+    fn one_hot(&mut self, layer: &Layer, x: String) -> Result<String, LowerError> {
+        let name = layer.name.as_str();
+        let depth = *layer.pool.first().ok_or_else(|| LowerError::BadLayer {
+            layer: layer.name.clone(),
+            detail: "OneHot without a depth in pool".into(),
+        })? as i64;
+        if !(1..=MAX_ONE_HOT_DEPTH).contains(&depth) {
+            return Err(LowerError::BadLayer { layer: layer.name.clone(), detail: format!("OneHot depth {depth} is outside 1..={MAX_ONE_HOT_DEPTH}") });
+        }
+        // index == class ? on : off, for each class: an index outside [0, depth) gives
+        // all `off` (tract's own OneHot panics on one).
+        let f = self.flat(x, name);
+        let indices = self.node("Cast", vec![f], vec![attr_int("to", INT64 as i64)], name);
+        let indices = self.node("Unsqueeze", vec![indices], vec![attr_ints("axes", &[-1])], name);
+        let classes = self.constant_i64("classes", &[depth.max(0)], (0..depth.max(0)).collect());
+        let hit = self.node("Equal", vec![indices, classes], vec![], name);
+        let on = self.constant("on", &[1], vec![layer.alpha]);
+        let off = self.constant("off", &[1], vec![layer.beta]);
+        let h = self.node("Where", vec![hit, on, off], vec![], name);
+        Ok(self.node("Unsqueeze", vec![h], vec![attr_ints("axes", &[1])], name))
+    }
+
     fn layer(&mut self, layer: &Layer) -> Result<(), LowerError> {
         use LayerType as T;
         if layer.layer_type == T::Load {
@@ -336,29 +404,7 @@ impl Builder<'_> {
             T::Dense => self.dense(layer, &inputs)?,
             T::Conv2D => self.conv(layer, &inputs)?,
             T::Activation => self.activation(layer, layer.activation, first()?)?,
-            T::Add | T::Sub | T::Mul | T::Div | T::Pow | T::Min | T::Max | T::Mean => {
-                if args.len() < 2 {
-                    return Err(LowerError::BadLayer { layer: layer.name.clone(), detail: "needs at least 2 arguments".into() });
-                }
-                let op = match layer.layer_type {
-                    T::Add | T::Mean => "Add",
-                    T::Sub => "Sub",
-                    T::Mul => "Mul",
-                    T::Div => "Div",
-                    T::Pow => "Pow",
-                    T::Min => "Min",
-                    _ => "Max",
-                };
-                let mut acc = args[0].clone();
-                for a in &args[1..] {
-                    acc = self.node(op, vec![acc, a.clone()], vec![], name);
-                }
-                if layer.layer_type == T::Mean {
-                    let n = self.constant("count", &[], vec![args.len() as f32]);
-                    acc = self.node("Div", vec![acc, n], vec![], name);
-                }
-                acc
-            }
+            T::Add | T::Sub | T::Mul | T::Div | T::Pow | T::Min | T::Max | T::Mean => self.elementwise(layer, &args)?,
             T::ReduceSum | T::ReduceMean | T::ReduceMax | T::ReduceMin | T::ReduceProd => {
                 let op = format!("{:?}", layer.layer_type);
                 let axis = self.axis(layer)?;
@@ -373,39 +419,8 @@ impl Builder<'_> {
                 let f = self.flat(first()?, name);
                 self.unflat(f, name)
             }
-            T::Reshape => {
-                let shape = if layer.pool.is_empty() {
-                    let other = args.get(1).cloned().ok_or_else(|| LowerError::BadLayer {
-                        layer: layer.name.clone(),
-                        detail: "Reshape without a target shape or a second input".into(),
-                    })?;
-                    self.node("Shape", vec![other], vec![], name)
-                } else {
-                    let dims: Vec<i64> = layer.pool.iter().map(|d| *d as i64).collect();
-                    self.constant_i64("shape", &[dims.len() as i64], dims)
-                };
-                self.node("Reshape", vec![first()?, shape], vec![], name)
-            }
-            T::OneHot => {
-                let depth = *layer.pool.first().ok_or_else(|| LowerError::BadLayer {
-                    layer: layer.name.clone(),
-                    detail: "OneHot without a depth in pool".into(),
-                })? as i64;
-                if !(1..=MAX_ONE_HOT_DEPTH).contains(&depth) {
-                    return Err(LowerError::BadLayer { layer: layer.name.clone(), detail: format!("OneHot depth {depth} is outside 1..={MAX_ONE_HOT_DEPTH}") });
-                }
-                // index == class ? on : off, for each class: an index outside [0, depth) gives
-                // all `off` (tract's own OneHot panics on one).
-                let f = self.flat(first()?, name);
-                let indices = self.node("Cast", vec![f], vec![attr_int("to", INT64 as i64)], name);
-                let indices = self.node("Unsqueeze", vec![indices], vec![attr_ints("axes", &[-1])], name);
-                let classes = self.constant_i64("classes", &[depth.max(0)], (0..depth.max(0)).collect());
-                let hit = self.node("Equal", vec![indices, classes], vec![], name);
-                let on = self.constant("on", &[1], vec![layer.alpha]);
-                let off = self.constant("off", &[1], vec![layer.beta]);
-                let h = self.node("Where", vec![hit, on, off], vec![], name);
-                self.node("Unsqueeze", vec![h], vec![attr_ints("axes", &[1])], name)
-            }
+            T::Reshape => self.reshape(layer, &args)?,
+            T::OneHot => self.one_hot(layer, first()?)?,
             T::RandomNormal | T::RandomUniform => self.random(layer, args.first().cloned())?,
             other => return Err(LowerError::UnsupportedLayer { layer: layer.name.clone(), kind: format!("{other:?}") }),
         };
