@@ -492,82 +492,13 @@ impl Context<'_> {
     fn resolve(&self, name: &str, s: &RawTrainerSettings, base: Option<&RawTrainerSettings>) -> Result<TrainerSettings, ConfigError> {
         let empty = RawTrainerSettings::default();
         let b = base.unwrap_or(&empty);
-        let trainer_type = s.trainer_type.clone().or_else(|| b.trainer_type.clone()).unwrap_or_else(|| "ppo".into());
-        if trainer_type != "ppo" {
-            if !KNOWN_TRAINER_TYPES.contains(&trainer_type.as_str()) {
-                return Err(ConfigError::OutOfRange {
-                    file: self.file.into(),
-                    line: self.line_of("trainer_type", name),
-                    behavior: name.into(),
-                    key: "trainer_type".into(),
-                    value: trainer_type,
-                    rule: format!("ML-Agents knows {}", KNOWN_TRAINER_TYPES.join(", ")),
-                });
-            }
-            return Err(self.unsupported(&format!("trainer_type {trainer_type} of {name}"), "trainer_type", name, "only ppo"));
-        }
-        for (key, present) in [
-            ("self_play", s.self_play.is_some() || b.self_play.is_some()),
-            ("behavioral_cloning", s.behavioral_cloning.is_some() || b.behavioral_cloning.is_some()),
-        ] {
-            if present {
-                return Err(self.unsupported(&format!("{key} of {name}"), key, name, "PPO with the extrinsic reward only"));
-            }
-        }
-        let hp_raw = s.hyperparameters.clone().unwrap_or_default();
-        let hb = b.hyperparameters.clone().unwrap_or_default();
-        let lr_schedule = hp_raw.learning_rate_schedule.or(hb.learning_rate_schedule);
-        let hyperparameters = Hyperparameters {
-            batch_size: hp_raw.batch_size.or(hb.batch_size).unwrap_or(1024),
-            buffer_size: hp_raw.buffer_size.or(hb.buffer_size).unwrap_or(10240),
-            learning_rate: hp_raw.learning_rate.or(hb.learning_rate).unwrap_or(3.0e-4),
-            beta: hp_raw.beta.or(hb.beta).unwrap_or(5.0e-3),
-            epsilon: hp_raw.epsilon.or(hb.epsilon).unwrap_or(0.2),
-            lambd: hp_raw.lambd.or(hb.lambd).unwrap_or(0.95),
-            num_epoch: hp_raw.num_epoch.or(hb.num_epoch).unwrap_or(3),
-            shared_critic: hp_raw.shared_critic.or(hb.shared_critic).unwrap_or(false),
-            learning_rate_schedule: lr_schedule.unwrap_or(Schedule::Linear),
-            // A YAML that sets the learning-rate schedule but not these copies it (§1.1).
-            beta_schedule: hp_raw.beta_schedule.or(hb.beta_schedule).or(lr_schedule).unwrap_or(Schedule::Linear),
-            epsilon_schedule: hp_raw.epsilon_schedule.or(hb.epsilon_schedule).or(lr_schedule).unwrap_or(Schedule::Linear),
-        };
+        let trainer_type = self.supported_features(name, s, b)?;
+        let hyperparameters = Self::hyperparameters(s, b);
         if hyperparameters.shared_critic {
             return Err(self.unsupported(&format!("shared_critic of {name}"), "shared_critic", name, "separate actor and critic only"));
         }
         let network_settings = self.network(name, s.network_settings.as_ref(), b.network_settings.as_ref())?;
-        let signals = s.reward_signals.clone().or_else(|| b.reward_signals.clone());
-        let mut reward_signals = BTreeMap::new();
-        match signals {
-            None => {
-                reward_signals.insert(
-                    "extrinsic".into(),
-                    RewardSignal { gamma: 0.99, strength: 1.0, network_settings: self.network(name, None, None)? },
-                );
-            }
-            Some(signals) => {
-                for (key, present) in [("curiosity", signals.curiosity.is_some()), ("gail", signals.gail.is_some()), ("rnd", signals.rnd.is_some())] {
-                    if present {
-                        return Err(self.unsupported(&format!("reward signal {key} of {name}"), key, name, "extrinsic only"));
-                    }
-                }
-                if let Some(e) = signals.extrinsic {
-                    reward_signals.insert(
-                        "extrinsic".into(),
-                        RewardSignal {
-                            gamma: e.gamma.unwrap_or(0.99),
-                            strength: e.strength.unwrap_or(1.0),
-                            network_settings: self.network(name, e.network_settings.as_ref(), None)?,
-                        },
-                    );
-                }
-            }
-        }
-        if !reward_signals.contains_key("extrinsic") {
-            return Err(ConfigError::Invalid {
-                file: self.file.into(),
-                message: format!("{name}: reward_signals has no extrinsic signal (the only one this trainer implements)"),
-            });
-        }
+        let reward_signals = self.reward_signals(name, s, b)?;
         let steps = |key: &str, v: Option<f64>, least: f64| -> Result<Option<u64>, ConfigError> {
             match v {
                 Some(x) if !x.is_finite() || x < least || x > u64::MAX as f64 => {
@@ -601,6 +532,94 @@ impl Context<'_> {
         }
         self.check_ranges(name, &settings)?;
         Ok(settings)
+    }
+
+    /// The trainer type, once the features this trainer lacks are refused by name: another
+    /// trainer type (an unknown one is out of range), self-play, behavioral cloning.
+    fn supported_features(&self, name: &str, s: &RawTrainerSettings, b: &RawTrainerSettings) -> Result<String, ConfigError> {
+        let trainer_type = s.trainer_type.clone().or_else(|| b.trainer_type.clone()).unwrap_or_else(|| "ppo".into());
+        if trainer_type != "ppo" {
+            if !KNOWN_TRAINER_TYPES.contains(&trainer_type.as_str()) {
+                return Err(ConfigError::OutOfRange {
+                    file: self.file.into(),
+                    line: self.line_of("trainer_type", name),
+                    behavior: name.into(),
+                    key: "trainer_type".into(),
+                    value: trainer_type,
+                    rule: format!("ML-Agents knows {}", KNOWN_TRAINER_TYPES.join(", ")),
+                });
+            }
+            return Err(self.unsupported(&format!("trainer_type {trainer_type} of {name}"), "trainer_type", name, "only ppo"));
+        }
+        for (key, present) in [
+            ("self_play", s.self_play.is_some() || b.self_play.is_some()),
+            ("behavioral_cloning", s.behavioral_cloning.is_some() || b.behavioral_cloning.is_some()),
+        ] {
+            if present {
+                return Err(self.unsupported(&format!("{key} of {name}"), key, name, "PPO with the extrinsic reward only"));
+            }
+        }
+        Ok(trainer_type)
+    }
+
+    /// The hyperparameters with ML-Agents' defaults (a behavior's own, else `default_settings`).
+    fn hyperparameters(s: &RawTrainerSettings, b: &RawTrainerSettings) -> Hyperparameters {
+        let hp_raw = s.hyperparameters.clone().unwrap_or_default();
+        let hb = b.hyperparameters.clone().unwrap_or_default();
+        let lr_schedule = hp_raw.learning_rate_schedule.or(hb.learning_rate_schedule);
+        Hyperparameters {
+            batch_size: hp_raw.batch_size.or(hb.batch_size).unwrap_or(1024),
+            buffer_size: hp_raw.buffer_size.or(hb.buffer_size).unwrap_or(10240),
+            learning_rate: hp_raw.learning_rate.or(hb.learning_rate).unwrap_or(3.0e-4),
+            beta: hp_raw.beta.or(hb.beta).unwrap_or(5.0e-3),
+            epsilon: hp_raw.epsilon.or(hb.epsilon).unwrap_or(0.2),
+            lambd: hp_raw.lambd.or(hb.lambd).unwrap_or(0.95),
+            num_epoch: hp_raw.num_epoch.or(hb.num_epoch).unwrap_or(3),
+            shared_critic: hp_raw.shared_critic.or(hb.shared_critic).unwrap_or(false),
+            learning_rate_schedule: lr_schedule.unwrap_or(Schedule::Linear),
+            // A YAML that sets the learning-rate schedule but not these copies it (§1.1).
+            beta_schedule: hp_raw.beta_schedule.or(hb.beta_schedule).or(lr_schedule).unwrap_or(Schedule::Linear),
+            epsilon_schedule: hp_raw.epsilon_schedule.or(hb.epsilon_schedule).or(lr_schedule).unwrap_or(Schedule::Linear),
+        }
+    }
+
+    /// The reward signals: the extrinsic one (its default when none is given); the others
+    /// are refused by name.
+    fn reward_signals(&self, name: &str, s: &RawTrainerSettings, b: &RawTrainerSettings) -> Result<BTreeMap<String, RewardSignal>, ConfigError> {
+        let signals = s.reward_signals.clone().or_else(|| b.reward_signals.clone());
+        let mut reward_signals = BTreeMap::new();
+        match signals {
+            None => {
+                reward_signals.insert(
+                    "extrinsic".into(),
+                    RewardSignal { gamma: 0.99, strength: 1.0, network_settings: self.network(name, None, None)? },
+                );
+            }
+            Some(signals) => {
+                for (key, present) in [("curiosity", signals.curiosity.is_some()), ("gail", signals.gail.is_some()), ("rnd", signals.rnd.is_some())] {
+                    if present {
+                        return Err(self.unsupported(&format!("reward signal {key} of {name}"), key, name, "extrinsic only"));
+                    }
+                }
+                if let Some(e) = signals.extrinsic {
+                    reward_signals.insert(
+                        "extrinsic".into(),
+                        RewardSignal {
+                            gamma: e.gamma.unwrap_or(0.99),
+                            strength: e.strength.unwrap_or(1.0),
+                            network_settings: self.network(name, e.network_settings.as_ref(), None)?,
+                        },
+                    );
+                }
+            }
+        }
+        if !reward_signals.contains_key("extrinsic") {
+            return Err(ConfigError::Invalid {
+                file: self.file.into(),
+                message: format!("{name}: reward_signals has no extrinsic signal (the only one this trainer implements)"),
+            });
+        }
+        Ok(reward_signals)
     }
 
     /// Names a `trainer_type` ML-Agents knows and this trainer does not implement, from a
