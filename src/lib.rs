@@ -34,6 +34,22 @@ pub mod sim;
 pub mod spec;
 pub mod train;
 
+/// An error and its causes as one line for people: each cause is appended after `: ` unless
+/// the message so far already says it (library errors name their cause in their own message
+/// and also expose it as [`std::error::Error::source`]).
+pub fn error_text<'a>(chain: impl IntoIterator<Item = &'a (dyn std::error::Error + 'static)>) -> String {
+    let mut text = String::new();
+    for error in chain {
+        let message = error.to_string();
+        if text.is_empty() {
+            text = message;
+        } else if !text.contains(&message) {
+            text = format!("{text}: {message}");
+        }
+    }
+    text
+}
+
 /// The generated ML-Agents communicator messages (package `communicator_objects`).
 pub mod proto {
     #![allow(missing_docs, clippy::all)]

@@ -30,7 +30,7 @@ struct Cli {
 
 fn main() {
     if let Err(e) = run() {
-        eprintln!("mlagents-export: {e:#}");
+        eprintln!("mlagents-export: {}", mlagents::error_text(e.chain()));
         std::process::exit(1);
     }
 }

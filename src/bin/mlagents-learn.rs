@@ -90,7 +90,7 @@ impl LearnObserver for Console {
 
 fn main() {
     if let Err(e) = run() {
-        eprintln!("mlagents-learn: {e:#}");
+        eprintln!("mlagents-learn: {}", mlagents::error_text(e.chain()));
         std::process::exit(1);
     }
 }
@@ -143,7 +143,7 @@ fn run() -> Result<()> {
         stop: Some(&STOP_REQUESTED),
     };
     install_stop_handlers();
-    let results = learn_observed(&run, &options, &mut Console::new()).map_err(anyhow::Error::msg)?;
+    let results = learn_observed(&run, &options, &mut Console::new())?;
     for (behavior, r) in results {
         let tail = &r.episode_returns[r.episode_returns.len().saturating_sub(100)..];
         let returns = match tail.len() {

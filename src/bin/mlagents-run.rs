@@ -195,7 +195,7 @@ fn main() -> ExitCode {
     match run(Cli::parse_from(args).command) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("mlagents-run: {e:#}");
+            eprintln!("mlagents-run: {}", mlagents::error_text(e.chain()));
             ExitCode::FAILURE
         }
     }

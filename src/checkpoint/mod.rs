@@ -40,8 +40,10 @@ pub enum CheckpointError {
     None { behavior: String, dir: String },
     #[error("no usable checkpoint of behavior {behavior} in {dir}: {reasons}")]
     NoneUsable { behavior: String, dir: String, reasons: String },
-    #[error("{path}: {detail}")]
-    Io { path: String, detail: String },
+    #[error("{path}: {source}")]
+    Io { path: String, #[source] source: std::io::Error },
+    #[error("{path}: no checkpoint at step {step} (checkpoints: {available})")]
+    NoStep { path: String, step: u64, available: String },
     #[error("{path} is not a checkpoint description: {detail}")]
     BadDescription { path: String, detail: String },
     #[error("{path}: checkpoint format version {found} is not supported (this build reads {supported})")]
@@ -49,7 +51,7 @@ pub enum CheckpointError {
     #[error("{path} is damaged: its sha256 is {found}, the checkpoint recorded {expected} (torn write or edited file)")]
     Torn { path: String, expected: String, found: String },
     #[error("{path}: {problem}")]
-    Weights { path: String, problem: PolicyError },
+    Weights { path: String, #[source] problem: PolicyError },
 }
 
 /// Adam's hyperparameters and step count (its moments are tensors in the weights file).
@@ -118,7 +120,7 @@ pub fn stem(behavior: &str, step: u64) -> String {
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> CheckpointError + '_ {
-    move |e| CheckpointError::Io { path: path.display().to_string(), detail: e.to_string() }
+    move |source| CheckpointError::Io { path: path.display().to_string(), source }
 }
 
 impl Checkpoint {
@@ -241,10 +243,7 @@ pub fn at_step(dir: &Path, behavior: &str, step: u64) -> Result<Checkpoint, Chec
     let path = dir.join(format!("{}.json", stem(behavior, step)));
     if !path.exists() {
         let steps: Vec<String> = list(dir, behavior).iter().map(|(s, _)| s.to_string()).collect();
-        return Err(CheckpointError::Io {
-            path: path.display().to_string(),
-            detail: format!("no checkpoint at step {step} (checkpoints: {})", if steps.is_empty() { "none".into() } else { steps.join(", ") }),
-        });
+        return Err(CheckpointError::NoStep { path: path.display().to_string(), step, available: if steps.is_empty() { "none".into() } else { steps.join(", ") } });
     }
     Checkpoint::read(&path)
 }

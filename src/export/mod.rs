@@ -20,9 +20,9 @@ pub enum ExportError {
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
     #[error("behavior {behavior}: {problem}")]
-    Policy { behavior: String, problem: PolicyError },
-    #[error("writing {path}: {detail}")]
-    Write { path: String, detail: String },
+    Policy { behavior: String, #[source] problem: PolicyError },
+    #[error("writing {path}: {source}")]
+    Write { path: String, #[source] source: std::io::Error },
     #[error("{0}")]
     Run(String),
 }
@@ -96,13 +96,13 @@ pub fn export_checkpoint(checkpoint: &Checkpoint, out_dir: &Path, stem: &str, op
             parity_path = Some(path);
         }
     }
-    std::fs::create_dir_all(out_dir).map_err(|e| ExportError::Write { path: out_dir.display().to_string(), detail: e.to_string() })?;
+    std::fs::create_dir_all(out_dir).map_err(|source| ExportError::Write { path: out_dir.display().to_string(), source })?;
     for (k, (path, bytes)) in files.iter().enumerate() {
         if let Err(e) = write_atomic(path, bytes) {
             for (written, _) in &files[..k] {
                 let _ = std::fs::remove_file(written);
             }
-            return Err(ExportError::Write { path: path.display().to_string(), detail: e.to_string() });
+            return Err(ExportError::Write { path: path.display().to_string(), source: e });
         }
     }
     let nn_path = files.iter().map(|(p, _)| p).find(|p| p.extension().is_some_and(|e| e == "nn")).cloned();

@@ -32,6 +32,8 @@ pub use tensors::{parse_eval_inputs, NamedTensors, TensorData};
 pub enum RunError {
     #[error("cannot read {path}: {detail}")]
     Read { path: String, detail: String },
+    #[error("cannot read {path}: {source}")]
+    Io { path: String, #[source] source: std::io::Error },
     #[error("{path} is not an ONNX model: {detail}")]
     NotOnnx { path: String, detail: String },
     #[error("{path}: {detail}")]
@@ -111,7 +113,7 @@ impl Policy {
     /// Loads a model, `.nn` or ONNX as its content shows (a file whose name says otherwise
     /// is read all the same, with a warning).
     pub fn load(path: &std::path::Path, options: LoadOptions) -> Result<Self, RunError> {
-        let bytes = std::fs::read(path).map_err(|e| RunError::Read { path: path.display().to_string(), detail: e.to_string() })?;
+        let bytes = std::fs::read(path).map_err(|source| RunError::Io { path: path.display().to_string(), source })?;
         Self::from_bytes(&bytes, path, options)
     }
 

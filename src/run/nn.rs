@@ -23,7 +23,7 @@ pub struct NnPolicy {
 impl NnPolicy {
     pub fn load(path: &std::path::Path, options: LoadOptions) -> Result<Self, RunError> {
         let label = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| RunError::Read { path: label.clone(), detail: e.to_string() })?;
+        let bytes = std::fs::read(path).map_err(|source| RunError::Io { path: label.clone(), source })?;
         Self::from_bytes(&bytes, &label, options)
     }
 

@@ -99,7 +99,7 @@ impl DiscreteDraws {
 impl OnnxPolicy {
     /// Loads a model file.
     pub fn load(path: &std::path::Path, options: LoadOptions) -> Result<Self, RunError> {
-        let bytes = std::fs::read(path).map_err(|e| RunError::Read { path: path.display().to_string(), detail: e.to_string() })?;
+        let bytes = std::fs::read(path).map_err(|source| RunError::Io { path: path.display().to_string(), source })?;
         Self::from_bytes(&bytes, &path.display().to_string(), options)
     }
 

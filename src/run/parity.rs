@@ -85,7 +85,7 @@ pub fn record_steps(record: &ParityRecord) -> (BehaviorSpec, DecisionSteps) {
 }
 
 fn sha256_file(path: &Path) -> Result<String, PlayError> {
-    let bytes = std::fs::read(path).map_err(|e| super::RunError::Read { path: path.display().to_string(), detail: e.to_string() })?;
+    let bytes = std::fs::read(path).map_err(|source| super::RunError::Io { path: path.display().to_string(), source })?;
     Ok(crate::checkpoint::sha256_hex(&bytes))
 }
 

@@ -11,6 +11,7 @@ use crate::spec::BehaviorName;
 use crate::train::config::{EnvironmentParameter, RunOptions};
 use crate::export::{export_checkpoint, ExportOptions};
 use crate::checkpoint;
+use crate::train::error::TrainError;
 use crate::train::run_logs::{write_training_status, Timers};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -116,14 +117,14 @@ fn side_channels(run: &RunOptions, stats: StatsChannel) -> Vec<SharedSideChannel
 
 /// Creates a behavior's trainer, loading its starting point for `--resume` or
 /// `--initialize-from` (or the behavior's `init_path`).
-fn create_trainer(run: &RunOptions, options: &LearnOptions, name: &str, spec: &crate::spec::BehaviorSpec, seed: u64) -> Result<PpoTrainer, String> {
+fn create_trainer(run: &RunOptions, options: &LearnOptions, name: &str, spec: &crate::spec::BehaviorSpec, seed: u64) -> Result<PpoTrainer, TrainError> {
     let brain = BehaviorName::parse(name).name;
     let settings = run
         .settings_for(&brain)
         .ok_or_else(|| {
             let named: Vec<&str> = run.behaviors.keys().map(String::as_str).collect();
             let named = if named.is_empty() { "no behavior".to_string() } else { named.join(", ") };
-            format!("the environment's behavior {brain} is not in the configuration, which names {named}; add it under behaviors: or give default_settings")
+            TrainError::Mismatch(format!("the environment's behavior {brain} is not in the configuration, which names {named}; add it under behaviors: or give default_settings"))
         })?
         .clone();
     let tensorboard = options.run_dir.as_ref().map(|d| d.join(&brain));
@@ -133,18 +134,17 @@ fn create_trainer(run: &RunOptions, options: &LearnOptions, name: &str, spec: &c
     }
     let init_path = settings.init_path.clone();
     let mut trainer = PpoTrainer::new(&brain, spec, settings, seed, tensorboard.as_deref())?;
-    let load = |dir: &Path| checkpoint::latest(dir, &brain).map_err(|e| e.to_string());
     if options.resume {
-        let dir = options.run_dir.as_ref().ok_or("--resume needs a run folder")?.join(&brain);
-        let c = load(&dir).map_err(|e| format!("cannot resume {brain}: {e}"))?;
+        let dir = options.run_dir.as_ref().ok_or_else(|| TrainError::Mismatch("--resume needs a run folder".into()))?.join(&brain);
+        let c = checkpoint::latest(&dir, &brain).map_err(|e| TrainError::checkpoint(format!("cannot resume {brain}"), e))?;
         trainer.restore(&c, true)?;
         log::info!("Resuming training of {brain} from step {} ({})", c.description.step, c.path.display());
     } else if let Some(from) = &options.initialize_from {
-        let c = load(&from.join(&brain)).map_err(|e| format!("cannot initialize {brain} from {}: {e}", from.display()))?;
+        let c = checkpoint::latest(&from.join(&brain), &brain).map_err(|e| TrainError::checkpoint(format!("cannot initialize {brain} from {}", from.display()), e))?;
         trainer.restore(&c, false)?;
         log::info!("Initializing {brain} from {}", c.path.display());
     } else if let Some(path) = init_path {
-        let c = checkpoint::Checkpoint::read(Path::new(&path)).map_err(|e| format!("init_path of {brain}: {e}"))?;
+        let c = checkpoint::Checkpoint::read(Path::new(&path)).map_err(|e| TrainError::checkpoint(format!("init_path of {brain}"), e))?;
         trainer.restore(&c, false)?;
         log::info!("Initializing {brain} from {path}");
     }
@@ -162,16 +162,21 @@ fn remove_event_files(dir: &Path) {
 /// Writes a checkpoint labelled `step` into `<run>/<Behavior>/`, verifies it by reading it
 /// back, exports `<Behavior>-<step>.onnx` / `.nn` beside it, and drops the oldest beyond
 /// `keep_checkpoints`.
-fn save_checkpoint(trainer: &PpoTrainer, run_dir: &Path, step: u64) -> Result<checkpoint::Checkpoint, String> {
+fn save_checkpoint(trainer: &PpoTrainer, run_dir: &Path, step: u64) -> Result<checkpoint::Checkpoint, TrainError> {
     let dir = run_dir.join(&trainer.behavior);
     let (description, tensors) = trainer.checkpoint(step);
-    let path = checkpoint::Checkpoint::write(&dir, description, &tensors).map_err(|e| e.to_string())?;
-    let saved = checkpoint::Checkpoint::read(&path).map_err(|e| format!("checkpoint written but unreadable: {e}"))?;
+    let path = checkpoint::Checkpoint::write(&dir, description, &tensors).map_err(|source| TrainError::Checkpoint { context: None, source })?;
+    let saved = checkpoint::Checkpoint::read(&path).map_err(|e| TrainError::checkpoint("checkpoint written but unreadable", e))?;
     let stem = checkpoint::stem(&trainer.behavior, step);
-    export_checkpoint(&saved, &dir, &stem, ExportOptions::default(), false).map_err(|e| e.to_string())?;
+    export_checkpoint(&saved, &dir, &stem, ExportOptions::default(), false)?;
     checkpoint::prune(&dir, &trainer.behavior, trainer.settings.keep_checkpoints);
     log::info!("Exported {}", dir.join(format!("{stem}.onnx")).display());
     Ok(saved)
+}
+
+/// `run_logs/training_status.json` of a run folder (named in errors).
+fn training_status_path(run_dir: &Path) -> PathBuf {
+    run_dir.join("run_logs").join("training_status.json")
 }
 
 /// Where an agent's steps come from, for the trajectory assembly: its environment (worker)
@@ -183,12 +188,12 @@ fn agent_source(worker: usize, team_id: i32) -> usize {
 
 /// Trains until every behavior's trainer has reached its `max_steps` (or a stop is asked
 /// for), telling nobody how it goes.
-pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String, BehaviorResult>, String> {
+pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String, BehaviorResult>, TrainError> {
     learn_observed(run, options, &mut Silent)
 }
 
 /// [`learn`], reporting summaries and progress to `observer`.
-pub fn learn_observed(run: &RunOptions, options: &LearnOptions, observer: &mut dyn LearnObserver) -> Result<BTreeMap<String, BehaviorResult>, String> {
+pub fn learn_observed(run: &RunOptions, options: &LearnOptions, observer: &mut dyn LearnObserver) -> Result<BTreeMap<String, BehaviorResult>, TrainError> {
     // As mlagents-learn: seed -1 draws one in [0, 10000).
     let seed = if run.env_settings.seed < 0 { rand::random::<u64>() % 10_000 } else { run.env_settings.seed as u64 };
     let base = EnvOptions {
@@ -203,9 +208,8 @@ pub fn learn_observed(run: &RunOptions, options: &LearnOptions, observer: &mut d
     };
     let workers = run.env_settings.num_envs.max(1);
     let stats_channels: Vec<StatsChannel> = (0..workers).map(|_| shared(StatsSideChannel::new())).collect();
-    let mut envs = VecEnv::new(workers, |w| VecEnv::worker_options(&base, w, &|w| side_channels(run, stats_channels[w as usize].clone())))
-        .map_err(|e| e.to_string())?;
-    envs.reset().map_err(|e| e.to_string())?;
+    let mut envs = VecEnv::new(workers, |w| VecEnv::worker_options(&base, w, &|w| side_channels(run, stats_channels[w as usize].clone())))?;
+    envs.reset()?;
     let mut session = Session {
         run,
         options,
@@ -236,7 +240,7 @@ pub fn learn_observed(run: &RunOptions, options: &LearnOptions, observer: &mut d
     session.observer.finished();
     if let Err(e) = envs.close() {
         match &failure {
-            None => failure = Some(e.to_string()),
+            None => failure = Some(e.into()),
             Some(_) => log::warn!("closing the environments: {e}"),
         }
     }
@@ -252,7 +256,7 @@ pub fn learn_observed(run: &RunOptions, options: &LearnOptions, observer: &mut d
                     None => format!("none of {b} in this session"),
                 })
                 .collect();
-            Err(format!("{e} (checkpoints of the training so far were written: {})", saved.join(", ")))
+            Err(TrainError::AfterCheckpoints { error: Box::new(e), saved: saved.join(", ") })
         }
         Some(e) => Err(e),
     }
@@ -280,7 +284,7 @@ struct Session<'a, 'o> {
 impl Session<'_, '_> {
     /// Acts for every behavior of every environment, trains where a buffer is full, writes due
     /// checkpoints and steps the environments. Returns false once every trainer is done.
-    fn advance(&mut self, envs: &mut VecEnv, stats_channels: &[StatsChannel]) -> Result<bool, String> {
+    fn advance(&mut self, envs: &mut VecEnv, stats_channels: &[StatsChannel]) -> Result<bool, TrainError> {
         let mut checkpointed = false;
         for (worker, env) in envs.envs_mut().iter_mut().enumerate() {
             for name in env.behavior_names() {
@@ -294,14 +298,14 @@ impl Session<'_, '_> {
                 } else if !self.seen.contains(&name) {
                     let shapes = |s: &crate::spec::BehaviorSpec| (s.observation_specs.iter().map(|o| o.shape.clone()).collect::<Vec<_>>(), s.action_spec.clone());
                     if shapes(&self.team_specs[&parsed.name]) != shapes(&spec) {
-                        return Err(format!("{name} and another team of {} have different behavior specs; one policy cannot serve both", parsed.name));
+                        return Err(TrainError::Mismatch(format!("{name} and another team of {} have different behavior specs; one policy cannot serve both", parsed.name)));
                     }
                     log::warn!("{} has several teams; without self-play they share one policy", parsed.name);
                 }
                 self.seen.insert(name.clone());
                 let trainer = self.trainers.get_mut(&parsed.name).expect("inserted above");
                 let timers = &mut self.timers;
-                let (decisions, terminals) = env.get_steps(&name).map_err(|e| e.to_string())?;
+                let (decisions, terminals) = env.get_steps(&name)?;
                 let (actions, chosen) = timers.time("act", || trainer.act(&decisions))?;
                 if trainer.should_train() {
                     let source = agent_source(worker, parsed.team_id);
@@ -315,18 +319,18 @@ impl Session<'_, '_> {
                     self.checkpoints.entry(trainer.behavior.clone()).or_default().push(step);
                     checkpointed = true;
                 }
-                env.set_actions(&name, actions).map_err(|e| e.to_string())?;
+                env.set_actions(&name, actions)?;
             }
         }
         if let (true, Some(dir)) = (checkpointed, &self.options.run_dir) {
             // As ML-Agents: the status lists the checkpoints as they are written, so it is
             // true after a crash too.
             let behaviors: Vec<String> = self.trainers.keys().cloned().collect();
-            write_training_status(dir, &behaviors, &BTreeMap::new()).map_err(|e| format!("training_status.json: {e}"))?;
+            write_training_status(dir, &behaviors, &BTreeMap::new()).map_err(|e| TrainError::writing(training_status_path(dir), e))?;
         }
         if let (Some(yaml), Some(dir)) = (self.configuration_pending.take(), &self.options.run_dir) {
             let path = dir.join("configuration.yaml");
-            checkpoint::write_atomic(&path, yaml.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+            checkpoint::write_atomic(&path, yaml.as_bytes()).map_err(|e| TrainError::writing(path, e))?;
         }
         for trainer in self.trainers.values_mut() {
             if trainer.should_train() {
@@ -340,7 +344,7 @@ impl Session<'_, '_> {
         if !self.trainers.is_empty() && self.trainers.values().all(|t| !t.should_train()) {
             return Ok(false);
         }
-        self.timers.time("env_step", || envs.step()).map_err(|e| e.to_string())?;
+        self.timers.time("env_step", || envs.step())?;
         // What the scenes report on the stats channel goes to every behavior's summaries
         // (as ML-Agents records environment stats for each behavior of the environment).
         for channel in stats_channels {
@@ -356,7 +360,7 @@ impl Session<'_, '_> {
 
     /// The final checkpoint of each behavior at its current step, its exports in the run
     /// folder, and the run logs.
-    fn finish(mut self) -> Result<BTreeMap<String, BehaviorResult>, String> {
+    fn finish(mut self) -> Result<BTreeMap<String, BehaviorResult>, TrainError> {
         let mut results = BTreeMap::new();
         let mut final_steps = BTreeMap::new();
         for trainer in self.trainers.values() {
@@ -366,7 +370,7 @@ impl Session<'_, '_> {
             } else if let Some(dir) = &self.options.run_dir {
                 let saved = save_checkpoint(trainer, dir, trainer.step)?;
                 self.checkpoints.entry(trainer.behavior.clone()).or_default().push(trainer.step);
-                let exported = export_checkpoint(&saved, dir, &trainer.behavior, ExportOptions::default(), true).map_err(|e| e.to_string())?;
+                let exported = export_checkpoint(&saved, dir, &trainer.behavior, ExportOptions::default(), true)?;
                 if let Some(why) = &exported.nn_skipped {
                     log::info!("{}: no .nn export: {why}", trainer.behavior);
                 }
@@ -390,8 +394,8 @@ impl Session<'_, '_> {
         }
         if let Some(dir) = &self.options.run_dir {
             let behaviors: Vec<String> = self.trainers.keys().cloned().collect();
-            write_training_status(dir, &behaviors, &final_steps).map_err(|e| format!("training_status.json: {e}"))?;
-            self.timers.write(dir).map_err(|e| format!("timers.json: {e}"))?;
+            write_training_status(dir, &behaviors, &final_steps).map_err(|e| TrainError::writing(training_status_path(dir), e))?;
+            self.timers.write(dir).map_err(|e| TrainError::writing(dir.join("run_logs").join("timers.json"), e))?;
         }
         Ok(results)
     }

@@ -11,6 +11,7 @@ use crate::policy::{PolicyDescription, SimpleVisualEncoder, Weights, POLICY_FORM
 use crate::spec::BehaviorSpec;
 use crate::checkpoint::{self, Checkpoint, CheckpointDescription, CHECKPOINT_FORMAT_VERSION, ROLLOUT_PREFIX};
 use crate::train::config::TrainerSettings;
+use crate::train::error::TrainError;
 use crate::train::gae::{gae, standardize};
 use crate::train::schedule::DecayedValue;
 use crate::train::stats::{StatsReporter, CUMULATIVE_REWARD};
@@ -92,19 +93,19 @@ fn rows_to_tensor(rows: &[&Row], get: impl Fn(&Row) -> &[f32], width: usize) -> 
 }
 
 impl PpoTrainer {
-    pub fn new(behavior: &str, spec: &BehaviorSpec, settings: TrainerSettings, seed: u64, tensorboard: Option<&std::path::Path>) -> Result<Self, String> {
+    pub fn new(behavior: &str, spec: &BehaviorSpec, settings: TrainerSettings, seed: u64, tensorboard: Option<&std::path::Path>) -> Result<Self, TrainError> {
         if let Some(o) = spec.observation_specs.iter().find(|o| o.shape.len() != 1 && SimpleVisualEncoder::of(&o.shape).is_none()) {
-            return Err(format!(
+            return Err(TrainError::Unsupported(format!(
                 "behavior {behavior}: observation {:?} has shape {:?}; vectors and images of at least {2}x{2} (the simple encoder) are trained",
                 o.name,
                 o.shape,
                 SimpleVisualEncoder::MIN_SIDE
-            ));
+            )));
         }
         let has_visual = spec.observation_specs.iter().any(|o| o.shape.len() == 3);
         let encoder = settings.network_settings.vis_encode_type;
         if has_visual && encoder != crate::train::config::VisualEncoder::Simple {
-            return Err(format!("behavior {behavior}: vis_encode_type {encoder:?} is not supported yet (only simple)"));
+            return Err(TrainError::Unsupported(format!("behavior {behavior}: vis_encode_type {encoder:?} is not supported yet (only simple)")));
         }
         tch::manual_seed(seed as i64);
         let description = PolicyDescription {
@@ -123,7 +124,7 @@ impl PpoTrainer {
         let adam = Adam::new(&vs);
         let max = settings.max_steps;
         let writer = match tensorboard {
-            Some(dir) => Some(SummaryWriter::create(dir).map_err(|e| format!("TensorBoard folder {}: {e}", dir.display()))?),
+            Some(dir) => Some(SummaryWriter::create(dir).map_err(|source| TrainError::Io { what: "TensorBoard folder", path: dir.into(), source })?),
             None => None,
         };
         Ok(Self {
@@ -163,7 +164,7 @@ impl PpoTrainer {
 
     /// Samples actions for the agents that need a decision. Outputs that are not finite (a
     /// diverged network) are an error, and mark the trainer [`diverged`](Self::diverged).
-    pub fn act(&mut self, steps: &DecisionSteps) -> Result<(ActionTuple, Vec<Decision>), String> {
+    pub fn act(&mut self, steps: &DecisionSteps) -> Result<(ActionTuple, Vec<Decision>), TrainError> {
         let n = steps.len();
         if n == 0 {
             return Ok((ActionTuple::zeros(&self.description.action_spec, 0), vec![]));
@@ -290,7 +291,7 @@ impl PpoTrainer {
     /// Trains on the buffer once it holds more than `buffer_size` steps. An update whose loss
     /// is not finite stops before the optimizer step; one that leaves non-finite weights marks
     /// the trainer [`diverged`](Self::diverged). Either is an error that says what to change.
-    pub fn maybe_update(&mut self) -> Result<(), String> {
+    pub fn maybe_update(&mut self) -> Result<(), TrainError> {
         let h = self.settings.hyperparameters.clone();
         if self.buffer.len() <= h.buffer_size {
             return Ok(());
@@ -364,11 +365,8 @@ impl PpoTrainer {
     }
 
     /// The error for a diverged update.
-    fn divergence(&self, what: &str, learning_rate: f64) -> String {
-        format!(
-            "training of {} diverged at step {}: {what}; training stopped (lower learning_rate, now {learning_rate:e}, or check the rewards and observations)",
-            self.behavior, self.step
-        )
+    fn divergence(&self, what: &str, learning_rate: f64) -> TrainError {
+        TrainError::Diverged { behavior: self.behavior.clone(), step: self.step, what: what.into(), learning_rate }
     }
 
     /// The actor's weights as a backend-neutral policy.
@@ -479,14 +477,14 @@ impl PpoTrainer {
 
     /// Loads a checkpoint's actor, critic and normalisers, and, when `resume`, Adam's state
     /// and the step count (`--initialize-from` starts again at step 0 with fresh Adam).
-    pub fn restore(&mut self, checkpoint: &Checkpoint, resume: bool) -> Result<(), String> {
+    pub fn restore(&mut self, checkpoint: &Checkpoint, resume: bool) -> Result<(), TrainError> {
         let differences = checkpoint.description.policy.differences(&self.description);
         if !differences.is_empty() {
-            return Err(format!(
+            return Err(TrainError::Mismatch(format!(
                 "{}: the checkpoint's network differs from this run's ({}); resume with the run's own configuration.yaml, or start a new network with --initialize-from",
                 checkpoint.path.display(),
                 differences.join("; ")
-            ));
+            )));
         }
         let skipped = load_variables(&self.vs, &checkpoint.tensors);
         if !skipped.is_empty() {
