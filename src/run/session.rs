@@ -3,7 +3,7 @@
 //! machines) with the exit code [`Report::passed`] gives.
 
 use super::text;
-use super::{check, check_parity, FileVersion, compare_models, record_steps, CompareReport, LoadOptions, ModelInterface, NamedTensors, ParityReport, Policy, PolicyDriver};
+use super::{check, check_parity, FileVersion, compare_models, record_steps, CompareReport, LoadOptions, ModelInterface, NamedTensors, ParityReport, PlayReport, Policy, PolicyDriver};
 use crate::checkpoint::sha256_hex;
 use crate::env::{ActionTuple, DecisionSteps, EnvOptions, UnityEnvironment};
 use crate::policy::parity::ParityRecord;
@@ -149,20 +149,9 @@ pub struct PlaySummary {
     pub env: String,
     pub deterministic: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub behaviors: Vec<BehaviorScore>,
+    pub behaviors: Vec<PlayReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parity: Option<ParityReport>,
-}
-
-/// One behavior's episodes.
-#[derive(Debug, Serialize)]
-pub struct BehaviorScore {
-    pub behavior: String,
-    pub episodes: usize,
-    pub mean_reward: f32,
-    pub std_reward: f32,
-    pub decisions: usize,
-    pub decisions_per_second: f64,
 }
 
 /// Checks a model against a parity record (when given), then plays it: refused, as Unity
@@ -186,17 +175,10 @@ pub fn play_model(model: &Path, target: &EnvTarget, settings: PlaySettings, pari
         );
     }
     let mut driver = PolicyDriver::new(policy, &name, &spec, settings.deterministic, settings.seed)?;
-    let report = super::play(&mut environment, &mut driver, settings.episodes, settings.max_steps)?;
+    let mut report = super::play(&mut environment, &mut driver, settings.episodes, settings.max_steps)?;
     environment.close()?;
-    let score = BehaviorScore {
-        behavior: report.behavior,
-        episodes: report.episodes,
-        mean_reward: report.mean_reward,
-        std_reward: report.std_reward,
-        decisions: report.decisions,
-        decisions_per_second: report.decisions_per_second.round(),
-    };
-    Ok(PlaySummary { model: model.display().to_string(), env: target.env.clone(), deterministic: settings.deterministic, behaviors: vec![score], parity })
+    report.decisions_per_second = report.decisions_per_second.round();
+    Ok(PlaySummary { model: model.display().to_string(), env: target.env.clone(), deterministic: settings.deterministic, behaviors: vec![report], parity })
 }
 
 /// Where `compare` takes its decisions from.

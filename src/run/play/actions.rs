@@ -4,7 +4,7 @@
 
 use crate::spec::model;
 use crate::spec::ActionSpec;
-use super::super::NamedTensors;
+use super::super::{NamedTensors, TensorData};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
@@ -17,19 +17,25 @@ pub(super) struct ActionDecoder {
 }
 
 impl ActionDecoder {
+    /// The action output to read, with its width per agent: the deterministic one (when
+    /// deterministic), else the sampled one, else the legacy `action`.
+    fn output<'a>(&self, outputs: &'a NamedTensors, n: usize, deterministic: &'static str, sampled: &'static str, kind: &str) -> Result<(&'static str, &'a TensorData, usize), String> {
+        let preferred = if self.deterministic { Some(deterministic) } else { None };
+        let (name, t) = preferred
+            .into_iter()
+            .chain([sampled, model::ACTION])
+            .find_map(|k| outputs.get(k).map(|t| (k, t)))
+            .ok_or_else(|| format!("no {kind} action output"))?;
+        Ok((name, t, t.data.len() / n.max(1)))
+    }
+
     /// The continuous actions of `n` agents (empty when the behavior has none).
     pub fn continuous(&self, outputs: &NamedTensors, n: usize) -> Result<Vec<f32>, String> {
         let c = self.action_spec.continuous_size;
         if c == 0 {
             return Ok(vec![]);
         }
-        let names: &[&str] = if self.deterministic {
-            &[model::DETERMINISTIC_CONTINUOUS_ACTIONS, model::CONTINUOUS_ACTIONS, model::ACTION]
-        } else {
-            &[model::CONTINUOUS_ACTIONS, model::ACTION]
-        };
-        let (name, t) = names.iter().find_map(|k| outputs.get(*k).map(|t| (*k, t))).ok_or("no continuous action output")?;
-        let width = t.data.len() / n.max(1);
+        let (name, t, width) = self.output(outputs, n, model::DETERMINISTIC_CONTINUOUS_ACTIONS, model::CONTINUOUS_ACTIONS, "continuous")?;
         if width < c {
             return Err(format!("output {name} has {width} values per agent, the behavior needs {c} continuous actions"));
         }
@@ -43,13 +49,7 @@ impl ActionDecoder {
         if branches.is_empty() {
             return Ok(vec![]);
         }
-        let names: &[&str] = if self.deterministic {
-            &[model::DETERMINISTIC_DISCRETE_ACTIONS, model::DISCRETE_ACTIONS, model::ACTION]
-        } else {
-            &[model::DISCRETE_ACTIONS, model::ACTION]
-        };
-        let (name, t) = names.iter().find_map(|k| outputs.get(*k).map(|t| (*k, t))).ok_or("no discrete action output")?;
-        let width = t.data.len() / n.max(1);
+        let (name, t, width) = self.output(outputs, n, model::DETERMINISTIC_DISCRETE_ACTIONS, model::DISCRETE_ACTIONS, "discrete")?;
         let total: usize = branches.iter().sum();
         // Version 3 outputs branch indices; version 2 and .nn output log-probabilities.
         let indices = self.version == Some(3.0) && width == branches.len();
