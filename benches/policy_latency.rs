@@ -1,26 +1,40 @@
-//! Single-decision latency of a policy on our tract runner: median, p10 and p90 over many
-//! runs after warm-up, at batch 1 and 12. `cargo bench --bench policy_latency -- MODEL...`
-//! (default: 3DBall.onnx and 3DBall.nn of ../shared/models). `scripts/bench-policy.sh` runs
-//! it beside onnxruntime on the same files.
+//! Single-decision latency of a policy on our tract runner, as deterministic play runs it (only
+//! the action outputs computed): median, p10 and p90 after warm-up, at each batch size.
+//! `cargo bench --bench policy_latency -- MODEL...` (default: 3DBall.onnx and 3DBall.nn of
+//! ../shared/models; `BATCHES=1,12,64`). `scripts/bench-policy.sh` runs it beside onnxruntime
+//! on the same files and prints the table.
 
 use mlagents::run::{LoadOptions, NamedTensors, Policy, TensorData};
+use mlagents::spec::model;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// Most timed runs per case, and the time after which a case stops early.
+const RUNS: usize = 20_000;
+const BUDGET: Duration = Duration::from_secs(3);
 
 fn inputs(policy: &Policy, batch: usize) -> NamedTensors {
     let interface = policy.interface().expect("the model's interface");
-    let declared: Vec<(String, Vec<usize>)> =
-        interface.inputs.iter().map(|i| (i.name.clone(), i.dims.iter().map(|d| (*d).max(1) as usize).collect())).collect();
-    declared
-        .into_iter()
-        .map(|(name, rest)| {
+    interface
+        .inputs
+        .iter()
+        .map(|i| {
             let mut shape = vec![batch];
-            shape.extend(rest);
+            shape.extend(i.dims.iter().map(|d| (*d).max(1) as usize));
             let n = shape.iter().product();
-            let data = if name == "action_masks" { vec![1.0; n] } else { (0..n).map(|k| ((k * 37) % 100) as f32 / 100.0).collect() };
-            (name, TensorData { shape, data })
+            let data = if i.name == model::ACTION_MASKS { vec![1.0; n] } else { (0..n).map(|k| ((k * 37) % 100) as f32 / 100.0).collect() };
+            (i.name.clone(), TensorData { shape, data })
         })
         .collect()
+}
+
+/// The outputs deterministic play reads: the deterministic actions of model API 3, else
+/// `action` (the same names `benches/policy_latency_onnxruntime.py` asks for).
+fn action_outputs(policy: &Policy) -> Vec<&'static str> {
+    let has = |name: &str| policy.outputs().iter().any(|o| o == name);
+    let deterministic: Vec<&'static str> =
+        [model::DETERMINISTIC_CONTINUOUS_ACTIONS, model::DETERMINISTIC_DISCRETE_ACTIONS].into_iter().filter(|n| has(n)).collect();
+    if deterministic.is_empty() { vec![model::ACTION] } else { deterministic }
 }
 
 fn main() {
@@ -29,27 +43,30 @@ fn main() {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/models");
         models = vec![dir.join("onnx/3DBall.onnx"), dir.join("nn/3DBall.nn")];
     }
+    let batches: Vec<usize> = std::env::var("BATCHES").ok().map(|b| b.split(',').filter_map(|x| x.parse().ok()).collect()).unwrap_or(vec![1, 12, 64]);
     for model in models {
-        let deterministic = std::env::var_os("DETERMINISTIC").is_some();
-        let policy = Policy::load(&model, LoadOptions { deterministic, seed: None, ..Default::default() }).expect("load");
-        let batches: Vec<usize> = std::env::var("BATCHES").ok().map(|b| b.split(',').filter_map(|x| x.parse().ok()).collect()).unwrap_or(vec![1, 12]);
-        for batch in batches {
+        let mut policy = Policy::load(&model, LoadOptions { deterministic: true, ..Default::default() }).expect("load");
+        let outputs = action_outputs(&policy);
+        policy.keep_outputs(&outputs).expect("action outputs");
+        for &batch in &batches {
             let feed = inputs(&policy, batch);
-            for _ in 0..2000 {
+            let warm = Instant::now();
+            while warm.elapsed() < BUDGET / 10 {
                 policy.run(&feed).expect("run");
             }
-            let mut times: Vec<f64> = (0..20000)
-                .map(|_| {
-                    let start = Instant::now();
-                    policy.run(&feed).expect("run");
-                    start.elapsed().as_secs_f64() * 1e6
-                })
-                .collect();
+            let start = Instant::now();
+            let mut times = Vec::with_capacity(RUNS);
+            while times.len() < RUNS && start.elapsed() < BUDGET {
+                let t = Instant::now();
+                policy.run(&feed).expect("run");
+                times.push(t.elapsed().as_secs_f64() * 1e6);
+            }
             times.sort_by(|a, b| a.total_cmp(b));
             let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize];
             println!(
-                "{{\"engine\": \"mlagents-rs (tract)\", \"model\": \"{}\", \"batch\": {batch}, \"median_us\": {:.2}, \"p10_us\": {:.2}, \"p90_us\": {:.2}}}",
+                "{{\"engine\": \"mlagents-rs (tract)\", \"model\": \"{}\", \"outputs\": {outputs:?}, \"batch\": {batch}, \"runs\": {}, \"median_us\": {:.2}, \"p10_us\": {:.2}, \"p90_us\": {:.2}}}",
                 model.file_name().unwrap().to_string_lossy(),
+                times.len(),
                 at(0.5),
                 at(0.1),
                 at(0.9)

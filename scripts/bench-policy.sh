@@ -1,16 +1,47 @@
 #!/usr/bin/env bash
-# Single-decision policy latency at batch 1 and 12: our tract runner against onnxruntime on the
-# same ONNX file, in the same run, and our runner on the .nn of the same scene.
-# Usage: scripts/bench-policy.sh [MODELS_DIR]   (default ../shared/models)
+# Single-decision policy latency, as deterministic play runs it, at batch 1, 12 and 64: our
+# tract runner on the ONNX and the .nn file of the same network, and onnxruntime (one thread)
+# on the ONNX file, in the same run. Networks: the Unity-trained 3DBall, and the random-weight
+# networks of examples/bench_models.rs (3DBall-sized, Walker-sized 3 x 512, an 84 x 84 x 3
+# visual encoder). Prints the CPU, one JSON line per measurement, and the table with ratios.
+# Usage: scripts/bench-policy.sh [MODELS_DIR]   (default ../shared/models; BATCHES=1,12,64)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 MODELS=${1:-$(models_dir)}
 VENV=$(scripts/peer-venv.sh)
+GENERATED=$(mktemp -d)
+trap 'rm -rf "$GENERATED"' EXIT
+cargo run -q --release --example bench_models -- "$GENERATED"
 cargo bench --bench policy_latency --no-run -q
-echo "machine: $(nproc) cores"
-for round in 1 2; do
-  echo "round $round"
-  cargo bench -q --bench policy_latency -- "$MODELS/onnx/3DBall.onnx" "$MODELS/nn/3DBall.nn" | sed 's/^/  /'
-  "$VENV/bin/python" benches/policy_latency_onnxruntime.py "$MODELS/onnx/3DBall.onnx" | sed 's/^/  /'
+echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $(grep -o -w 'avx[0-9a-z_]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+pairs=("$MODELS/onnx/3DBall.onnx $MODELS/nn/3DBall.nn")
+for name in mlp-small mlp-wide visual; do pairs+=("$GENERATED/$name.onnx $GENERATED/$name.nn"); done
+results="$GENERATED/results.jsonl"
+# The machines are shared and noisy: each case runs in ROUNDS rounds (engines interleaved) and
+# the table takes each case's lowest median.
+for round in $(seq "${ROUNDS:-3}"); do
+  for pair in "${pairs[@]}"; do
+    read -r onnx nn <<<"$pair"
+    cargo bench -q --bench policy_latency -- "$onnx" "$nn" | tee -a "$results"
+    "$VENV/bin/python" benches/policy_latency_onnxruntime.py "$onnx" | tee -a "$results"
+  done
 done
+"$VENV/bin/python" - "$results" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+median, seen = {}, []
+for r in rows:
+    key = (r["engine"].split()[0], r["model"], r["batch"])
+    median[key] = min(median.get(key, float("inf")), r["median_us"])
+print(f"\nlowest median of each case over the rounds, µs")
+print(f"{'network':<14}{'batch':>6}{'ours .onnx':>12}{'ours .nn':>10}{'onnxruntime':>13}{'onnx/ort':>10}{'nn/ort':>8}{'onnx/nn':>9}")
+for r in rows:
+    if r["engine"].startswith("onnxruntime") and (r["model"], r["batch"]) not in seen:
+        seen.append((r["model"], r["batch"]))
+        stem, b = r["model"].rsplit(".", 1)[0], r["batch"]
+        ours, nn, ort = median[("mlagents-rs", r["model"], b)], median.get(("mlagents-rs", stem + ".nn", b)), median[("onnxruntime", r["model"], b)]
+        nn_text = f"{nn:10.1f}" if nn else f"{'-':>10}"
+        ratios = f"{ours / ort:10.2f}{nn / ort:8.2f}{ours / nn:9.2f}" if nn else f"{ours / ort:10.2f}"
+        print(f"{stem:<14}{b:>6}{ours:12.1f}{nn_text}{ort:13.1f}{ratios}")
+PY

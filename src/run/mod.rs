@@ -22,7 +22,7 @@ pub use check::check;
 pub use interface::{DeclaredInput, DeclaredOutput, FileVersion, MemorySlot, ModelInterface};
 pub use nn::NnPolicy;
 pub use onnx::{bounded_elements, MAX_INPUT_ELEMENTS};
-pub use play::{play, PlayError, PlayReport, PolicyDriver};
+pub use play::{play, DecisionTimes, PlayError, PlayReport, PolicyDriver};
 pub use onnx::{LoadOptions, OnnxInput, OnnxPolicy, NOISE_INPUT, UNIFORM_INPUT};
 pub use parity::{check_parity, compare_models, record_steps, CompareReport, OutputCheck, ParityReport};
 pub use tensors::{parse_eval_inputs, NamedTensors, TensorData};
@@ -161,6 +161,25 @@ impl Policy {
         match &self.engine {
             Engine::Onnx(p) => p.run(inputs),
             Engine::Nn(p) => p.run(inputs),
+        }
+    }
+
+    /// Computes only the named outputs from now on, so that the work only other outputs need
+    /// is not done (e.g. the sampling branch in deterministic play). The interface is read
+    /// first, so it still describes the whole model.
+    pub fn keep_outputs(&mut self, names: &[&str]) -> Result<(), RunError> {
+        self.interface()?;
+        match &mut self.engine {
+            Engine::Onnx(p) => p.keep_outputs(names),
+            Engine::Nn(p) => p.keep_outputs(names),
+        }
+    }
+
+    /// The names of the outputs [`Self::run`] returns.
+    pub fn outputs(&self) -> &[String] {
+        match &self.engine {
+            Engine::Onnx(p) => p.outputs(),
+            Engine::Nn(p) => p.outputs(),
         }
     }
 

@@ -116,6 +116,11 @@ impl NnPolicy {
         &self.model
     }
 
+    /// Computes only the named outputs from now on ([`OnnxPolicy::keep_outputs`]).
+    pub fn keep_outputs(&mut self, names: &[&str]) -> Result<(), RunError> {
+        self.inner.keep_outputs(names)
+    }
+
     /// Output names: the model's outputs, then its memory outputs.
     pub fn outputs(&self) -> &[String] {
         self.inner.outputs()

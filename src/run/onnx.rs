@@ -167,6 +167,22 @@ impl OnnxPolicy {
         &self.outputs
     }
 
+    /// Computes only the named outputs from now on (the others are dropped from the graph, so
+    /// tract prunes the nodes only they need). Names the model lacks are ignored; keeping
+    /// none is an error.
+    pub fn keep_outputs(&mut self, names: &[&str]) -> Result<(), RunError> {
+        let kept: Vec<String> = self.outputs.iter().filter(|o| names.contains(&o.as_str())).cloned().collect();
+        if kept.is_empty() {
+            return Err(RunError::InvalidGraph { path: self.path.clone(), detail: format!("none of the outputs {names:?} is an output of the model {:?}", self.outputs) });
+        }
+        if let Some(graph) = self.proto.graph.as_mut() {
+            graph.output.retain(|o| kept.contains(&o.name));
+        }
+        self.outputs = kept;
+        self.states.get_mut().unwrap_or_else(|e| e.into_inner()).clear();
+        Ok(())
+    }
+
     /// The protobuf as tract sees it.
     pub fn proto(&self) -> &ModelProto {
         &self.proto

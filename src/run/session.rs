@@ -175,6 +175,7 @@ pub fn play_model(model: &Path, target: &EnvTarget, settings: PlaySettings, pari
         );
     }
     let mut driver = PolicyDriver::new(policy, &name, &spec, settings.deterministic, settings.seed)?;
+    driver.compute_only_actions()?;
     let mut report = super::play(&mut environment, &mut driver, settings.episodes, settings.max_steps)?;
     environment.close()?;
     report.decisions_per_second = report.decisions_per_second.round();
@@ -325,6 +326,11 @@ impl Report for PlaySummary {
                 b.std_reward,
                 b.decisions_per_second,
                 if self.deterministic { "deterministic" } else { "sampled" }
+            );
+            let t = &b.microseconds_per_decision;
+            out += &format!(
+                "  µs per decision: environment {:.2}, inputs {:.2}, inference {:.2}, decoding {:.2}\n",
+                t.environment, t.inputs, t.inference, t.decoding
             );
         }
         if self.parity.as_ref().is_some_and(|p| !p.passed) {

@@ -6,6 +6,10 @@
 //! trainer does not implement (SAC, POCA, curiosity, GAIL, RND, behavioral cloning, self-play,
 //! curricula, memory) are errors naming the key and its line, never silently ignored.
 
+// A configuration error names the file, line, behavior, key, value and rule: it is made once
+// per run, so its size does not matter.
+#![allow(clippy::result_large_err)]
+
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

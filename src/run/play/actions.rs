@@ -17,6 +17,25 @@ pub(super) struct ActionDecoder {
 }
 
 impl ActionDecoder {
+    /// The outputs [`Self::continuous`] and [`Self::discrete`] read from a model with these
+    /// outputs.
+    pub fn outputs_read(&self, available: &[String]) -> Vec<&'static str> {
+        let mut read = vec![];
+        let mut pick = |deterministic: &'static str, sampled: &'static str| {
+            let preferred = if self.deterministic { Some(deterministic) } else { None };
+            if let Some(name) = preferred.into_iter().chain([sampled, model::ACTION]).find(|k| available.iter().any(|a| a == k)) {
+                read.push(name);
+            }
+        };
+        if self.action_spec.continuous_size > 0 {
+            pick(model::DETERMINISTIC_CONTINUOUS_ACTIONS, model::CONTINUOUS_ACTIONS);
+        }
+        if !self.action_spec.discrete_branches.is_empty() {
+            pick(model::DETERMINISTIC_DISCRETE_ACTIONS, model::DISCRETE_ACTIONS);
+        }
+        read
+    }
+
     /// The action output to read, with its width per agent: the deterministic one (when
     /// deterministic), else the sampled one, else the legacy `action`.
     fn output<'a>(&self, outputs: &'a NamedTensors, n: usize, deterministic: &'static str, sampled: &'static str, kind: &str) -> Result<(&'static str, &'a TensorData, usize), String> {

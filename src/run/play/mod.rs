@@ -44,6 +44,29 @@ pub struct PolicyDriver {
     memory_size: usize,
     memory_outputs: Vec<(String, usize, usize)>,
     carry: AgentCarry,
+    /// Seconds spent building inputs, in inference and decoding actions, since creation.
+    times: DecisionTimes,
+}
+
+/// Where the time of decisions went, in seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct DecisionTimes {
+    /// Stepping the environment and exchanging with it (observations in, actions out).
+    pub environment: f64,
+    /// Building the model's inputs from the observations.
+    pub inputs: f64,
+    /// Running the model.
+    pub inference: f64,
+    /// Turning the outputs into actions, and keeping memories and previous actions.
+    pub decoding: f64,
+}
+
+impl DecisionTimes {
+    /// The same times per decision, in microseconds.
+    pub fn per_decision_us(&self, decisions: usize) -> Self {
+        let per = |s: f64| if decisions == 0 { 0.0 } else { (s * 1e6 / decisions as f64 * 100.0).round() / 100.0 };
+        Self { environment: per(self.environment), inputs: per(self.inputs), inference: per(self.inference), decoding: per(self.decoding) }
+    }
 }
 
 impl PolicyDriver {
@@ -65,7 +88,18 @@ impl PolicyDriver {
             memory_size,
             memory_outputs,
             carry: AgentCarry::default(),
+            times: DecisionTimes::default(),
         })
+    }
+
+    /// Makes the policy compute only what [`Self::decide`] reads: the action outputs it picks
+    /// and the memories (e.g. not the sampling branch in deterministic play, nor the
+    /// constants).
+    pub fn compute_only_actions(&mut self) -> Result<(), PlayError> {
+        let mut needed = self.decoder.outputs_read(self.policy.outputs());
+        needed.extend(self.memory_outputs.iter().map(|(name, _, _)| name.as_str()));
+        let needed: Vec<&str> = needed.into_iter().collect();
+        Ok(self.policy.keep_outputs(&needed)?)
     }
 
     /// The policy being driven.
@@ -94,12 +128,18 @@ impl PolicyDriver {
         if n == 0 {
             return Ok(ActionTuple::zeros(&self.spec.action_spec, 0));
         }
+        let start = Instant::now();
         let inputs = self.inputs(steps);
+        let built = Instant::now();
         let outputs = self.policy.run(&inputs)?;
+        let ran = Instant::now();
         let mismatch = |detail: String| PlayError::Mismatch { behavior: self.behavior.clone(), detail };
         let continuous = self.decoder.continuous(&outputs, n).map_err(mismatch)?;
         let discrete = self.decoder.discrete(&outputs, n, &mut self.rng).map_err(mismatch)?;
         self.remember(steps, &outputs, &discrete);
+        self.times.inputs += (built - start).as_secs_f64();
+        self.times.inference += (ran - built).as_secs_f64();
+        self.times.decoding += ran.elapsed().as_secs_f64();
         Ok(ActionTuple { continuous, discrete })
     }
 
@@ -135,7 +175,10 @@ pub struct PlayReport {
     pub mean_reward: f32,
     pub std_reward: f32,
     pub decisions: usize,
+    /// Decisions per second of the policy (input building, inference and decoding).
     pub decisions_per_second: f64,
+    /// Microseconds per decision in each part of a step.
+    pub microseconds_per_decision: DecisionTimes,
     pub returns: Vec<f32>,
 }
 
@@ -150,7 +193,9 @@ pub fn play(env: &mut UnityEnvironment, driver: &mut PolicyDriver, episodes: usi
     let mut running: HashMap<i32, f64> = HashMap::new();
     let mut returns = vec![];
     let mut decisions = 0;
-    let mut policy_time = 0.0;
+    let mut environment_time = 0.0;
+    let policy_before = driver.times;
+    let mut environment_start = Instant::now();
     for _ in 0..max_steps {
         let (d, t) = env.get_steps(&behavior)?;
         for (i, id) in t.agent_id.iter().enumerate() {
@@ -163,13 +208,20 @@ pub fn play(env: &mut UnityEnvironment, driver: &mut PolicyDriver, episodes: usi
         for (i, id) in d.agent_id.iter().enumerate() {
             *running.entry(*id).or_default() += d.reward[i] as f64;
         }
-        let start = Instant::now();
+        environment_time += environment_start.elapsed().as_secs_f64();
         let actions = driver.decide(&d)?;
-        policy_time += start.elapsed().as_secs_f64();
         decisions += d.len();
+        environment_start = Instant::now();
         env.set_actions(&behavior, actions)?;
         env.step()?;
     }
+    let times = DecisionTimes {
+        environment: environment_time,
+        inputs: driver.times.inputs - policy_before.inputs,
+        inference: driver.times.inference - policy_before.inference,
+        decoding: driver.times.decoding - policy_before.decoding,
+    };
+    let policy_time = times.inputs + times.inference + times.decoding;
     if returns.is_empty() {
         return Err(PlayError::NoEpisode { behavior, steps: max_steps, decisions });
     }
@@ -183,6 +235,7 @@ pub fn play(env: &mut UnityEnvironment, driver: &mut PolicyDriver, episodes: usi
         std_reward: std,
         decisions,
         decisions_per_second: if policy_time > 0.0 { decisions as f64 / policy_time } else { 0.0 },
+        microseconds_per_decision: times.per_decision_us(decisions),
         returns,
     })
 }
