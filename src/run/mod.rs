@@ -9,6 +9,7 @@
 //! interface and never match on the format.
 
 mod check;
+mod exact;
 mod interface;
 mod nn;
 mod onnx;

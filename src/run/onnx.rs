@@ -1,11 +1,13 @@
-//! ONNX policies on tract. Before tract sees the graph, two rewrites are made on the protobuf:
+//! ONNX policies on tract. Before tract sees the graph, rewrites are made on the protobuf:
 //! the `RandomNormalLike` rename workaround for torch-1.x exports (stack.md §2: tract tells
 //! the op by node name), and, in deterministic mode, sampling replaced by its mode
 //! (`RandomNormalLike` noise by zeros, `Multinomial` by `ArgMax`). In sampled mode each
 //! `Multinomial` becomes an inverse-CDF sampler fed by uniform draws from the policy's own
 //! seeded stream, which continues from run to run (tract's `Multinomial` re-seeds its
 //! generator on every run, so it would repeat one draw at every decision). Plans are
-//! optimized per batch size and cached.
+//! optimized per batch size and cached. Last, the activations tract approximates (`Tanh`,
+//! `Sigmoid`, `Elu`) are rewritten with ops it computes exactly at saturation
+//! ([`super::exact`]).
 
 use crate::spec::model;
 use super::interface::{describe_non_finite, DeclaredInput, DeclaredOutput, FileVersion, ModelInterface};
@@ -478,6 +480,7 @@ fn rewrite_for_tract(graph: &mut pb::GraphProto, options: LoadOptions) {
         graph.input.push(unshaped_float_input(UNIFORM_INPUT));
         replace_multinomials(graph);
     }
+    super::exact::exact_activations(graph);
     for node in &mut graph.node {
         if options.noise_input && node.op_type == "RandomNormalLike" {
             node.op_type = "Identity".into();
