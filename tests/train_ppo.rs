@@ -97,6 +97,41 @@ fn shipped_configs_train_on_their_scenes() {
     }
 }
 
+/// The last values a TensorBoard event file records for `tag` (simple values).
+fn scalars(events: &[u8], tag: &str) -> Vec<f32> {
+    // Summary.Value: the tag (field 1), then simple_value (field 2, fixed32: key 0x15).
+    let mut values = vec![];
+    for (at, _) in events.windows(tag.len() + 1).enumerate().filter(|(_, w)| &w[1..] == tag.as_bytes() && w[0] as usize == tag.len()) {
+        let after = at + 1 + tag.len();
+        if events.get(after) == Some(&0x15) {
+            values.push(f32::from_le_bytes(events[after + 1..after + 5].try_into().unwrap()));
+        }
+    }
+    values
+}
+
+/// ML-Agents' `3DBall_randomize.yaml`: the scene receives the uniform samplers with their
+/// seeds (its `Sim/Parameter/<key>` echo is the sampler's mean) and draws its scale from them
+/// (`3DBall/Scale`, within [0.75, 3], not the default 1).
+#[test]
+fn randomized_parameters_reach_the_scene() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config");
+    let mut run = RunOptions::from_file(&fixtures.join("3DBall_randomize.yaml")).unwrap();
+    let settings = run.behaviors.get_mut("3DBall").unwrap();
+    (settings.max_steps, settings.summary_freq) = (6000, 3000);
+    (run.env_settings.base_port, run.env_settings.seed) = (0, 11);
+    let dir = temp_dir("randomize");
+    let options = LearnOptions { run_dir: Some(dir.clone()), ..LearnOptions::in_memory("sim:3DBall") };
+    learn(&run, &options).unwrap();
+    let events = dir.join("3DBall").read_dir().unwrap().map(|f| f.unwrap().path()).find(|p| p.file_name().unwrap().to_string_lossy().starts_with("events.out.tfevents")).expect("event file");
+    let bytes = std::fs::read(events).unwrap();
+    assert_eq!(scalars(&bytes, "Sim/Parameter/mass").last(), Some(&5.25));
+    assert_eq!(scalars(&bytes, "Sim/Parameter/scale").last(), Some(&1.875));
+    let scales = scalars(&bytes, "3DBall/Scale");
+    assert!(!scales.is_empty() && scales.iter().all(|s| (0.75..=3.0).contains(s) && *s != 1.0), "{scales:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// A scene with two behaviors (`1D?team=0`, `1DOpp?team=1`) trains both, one trainer each;
 /// two teams of one behavior (`1D?team=0`, `1D?team=1`, no self-play) share one trainer.
 #[test]

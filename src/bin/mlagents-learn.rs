@@ -103,6 +103,8 @@ fn run() -> Result<()> {
     // Flags given on the command line override the YAML; configuration.yaml records the result.
     run.apply_overrides(cli.overrides);
     run.check_run_settings(&cli.config.display().to_string())?;
+    // configuration.yaml records the seeds the run uses.
+    run.resolve_seeds();
     let env = run.env_settings.env_path.clone();
     let run_id = &run.checkpoint_settings.run_id;
     if run_id.trim().is_empty() {

@@ -10,8 +10,14 @@
 // per run, so its size does not matter.
 #![allow(clippy::result_large_err)]
 
+use super::environment_parameters::{self, EnvironmentParameterSettings};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// `environment_parameters` as 0.28 writes it into `configuration.yaml`.
+fn serialize_parameters<S: serde::Serializer>(parameters: &[EnvironmentParameterSettings], serializer: S) -> Result<S::Ok, S::Error> {
+    environment_parameters::to_value(parameters).serialize(serializer)
+}
 
 /// Why a configuration cannot be used.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -24,6 +30,8 @@ pub enum ConfigError {
     Invalid { file: String, message: String },
     #[error("{file}, line {line}: {key} of {behavior} is {value}; {rule}")]
     OutOfRange { file: String, line: usize, behavior: String, key: String, value: String, rule: String },
+    #[error("{file}, line {line}: environment parameter {parameter}: {message}")]
+    Parameter { file: String, line: usize, parameter: String, message: String },
 }
 
 /// Every `trainer_type` ML-Agents 0.28 knows (this trainer implements `ppo`).
@@ -106,7 +114,7 @@ struct RawRunConfig {
     default_settings: Option<RawTrainerSettings>,
     env_settings: Option<EnvSettings>,
     engine_settings: Option<EngineSettings>,
-    environment_parameters: Option<BTreeMap<String, RawParameter>>,
+    environment_parameters: Option<serde_norway::Value>,
     checkpoint_settings: Option<CheckpointSettings>,
     torch_settings: Option<TorchSettings>,
     debug: Option<bool>,
@@ -325,28 +333,6 @@ pub struct TorchSettings {
     pub device: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-enum RawParameter {
-    Constant(f64),
-    Sampler { sampler_type: String, sampler_parameters: BTreeMap<String, serde_norway::Value> },
-    Curriculum {
-        #[allow(dead_code)] // only its presence matters: curricula are refused
-        curriculum: serde_norway::Value,
-    },
-}
-
-/// An environment parameter: a constant or a sampler (sent on the environment parameters
-/// side channel).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum EnvironmentParameter {
-    Constant(f64),
-    Uniform { min_value: f64, max_value: f64, seed: i32 },
-    Gaussian { mean: f64, st_dev: f64, seed: i32 },
-    MultiRangeUniform { intervals: Vec<(f64, f64)>, seed: i32 },
-}
-
 /// The resolved configuration (ML-Agents' `RunOptions`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunOptions {
@@ -354,7 +340,9 @@ pub struct RunOptions {
     pub default_settings: Option<TrainerSettings>,
     pub env_settings: EnvSettings,
     pub engine_settings: EngineSettings,
-    pub environment_parameters: BTreeMap<String, EnvironmentParameter>,
+    /// In YAML order (it decides the seeds), each as a curriculum of lessons.
+    #[serde(serialize_with = "serialize_parameters")]
+    pub environment_parameters: Vec<EnvironmentParameterSettings>,
     pub checkpoint_settings: CheckpointSettings,
     pub torch_settings: TorchSettings,
     pub debug: bool,
@@ -380,10 +368,7 @@ impl RunOptions {
         for (name, settings) in raw.behaviors.unwrap_or_default() {
             behaviors.insert(name.clone(), ctx.resolve(&name, &settings, raw.default_settings.as_ref())?);
         }
-        let mut environment_parameters = BTreeMap::new();
-        for (key, value) in raw.environment_parameters.unwrap_or_default() {
-            environment_parameters.insert(key.clone(), ctx.parameter(&key, value)?);
-        }
+        let environment_parameters = ctx.environment_parameters(raw.environment_parameters.as_ref().unwrap_or(&serde_norway::Value::Null))?;
         Ok(Self {
             behaviors,
             default_settings,
@@ -459,6 +444,16 @@ impl RunOptions {
             return Err(invalid("num_envs is 0 (env_settings.num_envs or --num-envs); it must be at least 1".into()));
         }
         Ok(())
+    }
+
+    /// Draws the run seed when it is -1 (in [0, 10000), as mlagents-learn does) and assigns
+    /// the environment parameters' seeds left at -1 from it, in YAML order (curriculum.md
+    /// §2.9). Calling it again changes nothing.
+    pub fn resolve_seeds(&mut self) {
+        if self.env_settings.seed < 0 {
+            self.env_settings.seed = (rand::random::<u64>() % 10_000) as i64;
+        }
+        environment_parameters::assign_seeds(&mut self.environment_parameters, self.env_settings.seed);
     }
 
     /// The resolved configuration as `configuration.yaml` holds it.
@@ -738,57 +733,31 @@ impl Context<'_> {
         })
     }
 
-    fn parameter(&self, key: &str, value: RawParameter) -> Result<EnvironmentParameter, ConfigError> {
-        let invalid = |message: String| ConfigError::Invalid { file: self.file.into(), message: format!("environment parameter {key}: {message}") };
-        let finite = |what: &str, v: f64| if v.is_finite() { Ok(v) } else { Err(invalid(format!("{what} is {v}; it must be a finite number"))) };
-        match value {
-            RawParameter::Constant(v) => Ok(EnvironmentParameter::Constant(finite("the value", v)?)),
-            RawParameter::Curriculum { .. } => {
-                Err(self.unsupported(&format!("the curriculum of environment parameter {key}"), "curriculum", key, "constants and samplers only"))
-            }
-            RawParameter::Sampler { sampler_type, sampler_parameters: p } => {
-                let number = |k: &str| p.get(k).and_then(|v| v.as_f64()).ok_or_else(|| invalid(format!("{sampler_type} needs a number {k}"))).and_then(|v| finite(k, v));
-                let seed = p.get("seed").and_then(|v| v.as_i64()).unwrap_or(-1) as i32;
-                match sampler_type.as_str() {
-                    "uniform" => {
-                        let (min_value, max_value) = (number("min_value")?, number("max_value")?);
-                        if min_value > max_value {
-                            return Err(invalid(format!("min_value {min_value} is above max_value {max_value}")));
-                        }
-                        Ok(EnvironmentParameter::Uniform { min_value, max_value, seed })
-                    }
-                    "gaussian" => {
-                        let st_dev = number("st_dev")?;
-                        if st_dev < 0.0 {
-                            return Err(invalid(format!("st_dev is {st_dev}; it must be 0 or more")));
-                        }
-                        Ok(EnvironmentParameter::Gaussian { mean: number("mean")?, st_dev, seed })
-                    }
-                    "multirangeuniform" => {
-                        let intervals = p
-                            .get("intervals")
-                            .and_then(|v| v.as_sequence())
-                            .ok_or_else(|| invalid("multirangeuniform needs intervals".into()))?
-                            .iter()
-                            .map(|pair| {
-                                let pair = pair.as_sequence().filter(|s| s.len() == 2);
-                                pair.and_then(|s| Some((s[0].as_f64()?, s[1].as_f64()?)))
-                                    .filter(|(low, high)| low.is_finite() && high.is_finite() && low <= high)
-                                    .ok_or_else(|| invalid("each interval is [min, max], two finite numbers with min <= max".into()))
-                            })
-                            .collect::<Result<_, _>>()?;
-                        Ok(EnvironmentParameter::MultiRangeUniform { intervals, seed })
-                    }
-                    other => Err(invalid(format!("unknown sampler_type {other:?} (uniform, gaussian, multirangeuniform)"))),
-                }
-            }
+    /// The `environment_parameters` section (environment_parameters.rs), refused where it
+    /// has a curriculum of several lessons: lessons do not advance yet.
+    fn environment_parameters(&self, section: &serde_norway::Value) -> Result<Vec<EnvironmentParameterSettings>, ConfigError> {
+        let parameters = environment_parameters::parse(section).map_err(|e| ConfigError::Parameter {
+            file: self.file.into(),
+            line: self.line_of(&e.key, &e.parameter),
+            parameter: e.parameter,
+            message: e.message,
+        })?;
+        if let Some(p) = parameters.iter().find(|p| p.curriculum.len() > 1) {
+            return Err(self.unsupported(
+                &format!("the curriculum of environment parameter {} ({} lessons)", p.name, p.curriculum.len()),
+                "curriculum",
+                &p.name,
+                "lessons do not advance yet: constants, samplers and one-lesson curricula",
+            ));
         }
+        Ok(parameters)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::train::environment_parameters::ParameterSampler;
 
     #[test]
     fn defaults_fill_an_empty_behavior() {
@@ -833,7 +802,7 @@ mod tests {
             ("behaviors:\n  B:\n    trainer_type: sac\n", "sac", 3),
             ("behaviors:\n  B:\n    network_settings:\n      memory: {memory_size: 16, sequence_length: 64}\n", "memory", 4),
             ("behaviors:\n  B:\n    self_play: {window: 10}\n", "self_play", 3),
-            ("environment_parameters:\n  k:\n    curriculum:\n      - name: a\n", "curriculum", 3),
+            ("environment_parameters:\n  k:\n    curriculum:\n      - name: a\n        completion_criteria: {behavior: B, threshold: 1}\n        value: 1\n      - name: b\n        value: 2\n", "curriculum", 3),
         ];
         for (yaml, what, line) in cases {
             let e = RunOptions::from_yaml(yaml, "t.yaml").unwrap_err();
@@ -843,12 +812,21 @@ mod tests {
     }
 
     #[test]
+    fn environment_parameter_errors_name_their_line() {
+        let yaml = "behaviors:\n  B: {}\nenvironment_parameters:\n  p:\n    curriculum:\n      - name: A\n        completion_criteria:\n          behavior: B\n          thresh: 0.5\n        value: 1\n      - name: Z\n        value: 2\n";
+        let e = RunOptions::from_yaml(yaml, "t.yaml").unwrap_err().to_string();
+        assert!(e.contains("t.yaml, line 9: environment parameter p: The option thresh"), "{e}");
+    }
+
+    #[test]
     fn environment_parameters_parse() {
         let yaml = "environment_parameters:\n  mass: 2.0\n  scale:\n    sampler_type: uniform\n    sampler_parameters: {min_value: 0.5, max_value: 1.5}\n  g:\n    sampler_type: multirangeuniform\n    sampler_parameters: {intervals: [[7, 10], [15, 20]], seed: 3}\n";
         let p = RunOptions::from_yaml(yaml, "t.yaml").unwrap().environment_parameters;
-        assert_eq!(p["mass"], EnvironmentParameter::Constant(2.0));
-        assert_eq!(p["scale"], EnvironmentParameter::Uniform { min_value: 0.5, max_value: 1.5, seed: -1 });
-        assert_eq!(p["g"], EnvironmentParameter::MultiRangeUniform { intervals: vec![(7.0, 10.0), (15.0, 20.0)], seed: 3 });
+        let names: Vec<&str> = p.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["mass", "scale", "g"], "YAML order");
+        assert_eq!(p[0].curriculum[0].value, ParameterSampler::Constant { value: 2.0, seed: -1 });
+        assert_eq!(p[1].curriculum[0].value, ParameterSampler::Uniform { min_value: 0.5, max_value: 1.5, seed: -1 });
+        assert_eq!(p[2].curriculum[0].value, ParameterSampler::MultiRangeUniform { intervals: vec![(7.0, 10.0), (15.0, 20.0)], seed: 3 });
     }
 
     #[test]

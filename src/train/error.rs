@@ -23,7 +23,7 @@ pub enum TrainError {
     Export(#[from] ExportError),
     /// The configuration file was refused.
     #[error(transparent)]
-    Config(#[from] ConfigError),
+    Config(#[from] Box<ConfigError>),
     /// The configuration and the environment (or a checkpoint) do not agree: a behavior the
     /// configuration does not name, two teams with different specs, a network that differs
     /// from the checkpoint's.

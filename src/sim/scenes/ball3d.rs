@@ -142,6 +142,7 @@ impl Scene for Ball3D {
     fn episode_begin(&mut self, agent: usize, ctx: &mut SceneContext) {
         self.gravity = ctx.parameter("gravity", 9.81);
         self.scale = ctx.parameter("scale", 1.0);
+        ctx.record_stat("3DBall/Scale", self.scale, StatsAggregation::Average);
         let _mass = ctx.parameter("mass", 1.0); // mass does not change rolling dynamics
         let rx = ctx.rng.random_range(-10.0f32..10.0);
         let rz = ctx.rng.random_range(-10.0f32..10.0);

@@ -5,10 +5,10 @@
 //! then a final checkpoint, the final exports, and the run logs.
 
 use super::trainer::PpoTrainer;
-use crate::comm::side_channel::{shared, StatsSideChannel, EngineConfig, EngineConfigurationChannel, EnvironmentParametersChannel, ParameterValue, Sampler, SharedSideChannel};
+use crate::comm::side_channel::{shared, StatsSideChannel, EngineConfig, EngineConfigurationChannel, EnvironmentParametersChannel, SharedSideChannel};
 use crate::env::{EnvOptions, VecEnv};
 use crate::spec::BehaviorName;
-use crate::train::config::{EnvironmentParameter, RunOptions};
+use crate::train::config::RunOptions;
 use crate::export::{export_checkpoint, ExportOptions};
 use crate::checkpoint;
 use crate::train::error::TrainError;
@@ -95,21 +95,11 @@ fn side_channels(run: &RunOptions, stats: StatsChannel) -> Vec<SharedSideChannel
     let params = shared(EnvironmentParametersChannel::new());
     {
         let mut p = params.lock().unwrap_or_else(|p| p.into_inner());
-        for (key, value) in &run.environment_parameters {
-            let value = match value {
-                EnvironmentParameter::Constant(v) => ParameterValue::Float(*v as f32),
-                EnvironmentParameter::Uniform { min_value, max_value, seed } => {
-                    ParameterValue::Sampled { seed: *seed, sampler: Sampler::Uniform { min: *min_value as f32, max: *max_value as f32 } }
-                }
-                EnvironmentParameter::Gaussian { mean, st_dev, seed } => {
-                    ParameterValue::Sampled { seed: *seed, sampler: Sampler::Gaussian { mean: *mean as f32, std_dev: *st_dev as f32 } }
-                }
-                EnvironmentParameter::MultiRangeUniform { intervals, seed } => ParameterValue::Sampled {
-                    seed: *seed,
-                    sampler: Sampler::MultiRangeUniform { intervals: intervals.iter().map(|(a, b)| (*a as f32, *b as f32)).collect() },
-                },
-            };
-            p.set_parameter(key, value);
+        // Every parameter is in its first lesson (curricula of several lessons are refused).
+        for parameter in &run.environment_parameters {
+            let lesson = &parameter.curriculum[0];
+            log::info!("Parameter '{}' is in lesson '{}' and has value '{}'.", parameter.name, lesson.name, lesson.value.describe());
+            p.set_parameter(&parameter.name, lesson.value.to_side_channel());
         }
     }
     vec![engine, params, stats]
@@ -194,8 +184,11 @@ pub fn learn(run: &RunOptions, options: &LearnOptions) -> Result<BTreeMap<String
 
 /// [`learn`], reporting summaries and progress to `observer`.
 pub fn learn_observed(run: &RunOptions, options: &LearnOptions, observer: &mut dyn LearnObserver) -> Result<BTreeMap<String, BehaviorResult>, TrainError> {
-    // As mlagents-learn: seed -1 draws one in [0, 10000).
-    let seed = if run.env_settings.seed < 0 { rand::random::<u64>() % 10_000 } else { run.env_settings.seed as u64 };
+    // As mlagents-learn: seed -1 draws one in [0, 10000); the parameters' seeds follow it.
+    let mut run = run.clone();
+    run.resolve_seeds();
+    let run = &run;
+    let seed = run.env_settings.seed as u64;
     let base = EnvOptions {
         env: options.env.clone(),
         base_port: Some(run.env_settings.base_port),
