@@ -17,37 +17,45 @@
 //! - `Elu(x)` for `x < 0` is `alpha (exp(x) - 1)` computed as `alpha tanh(x/2) (exp(x) + 1)`
 //!   (the same value without the cancellation), with the exact tanh above.
 
-use tract_onnx::pb::{self, NodeProto, TensorProto};
-
-const FLOAT: i32 = 1;
+use crate::onnx::GraphBuilder;
+use tract_onnx::pb;
 
 /// Rewrites every `Tanh` and `Elu` of the graph, and every `Sigmoid` outside a Swish;
 /// returns how many.
 pub fn exact_activations(graph: &mut pb::GraphProto) -> usize {
     let swish_sigmoids = swish_sigmoids(graph);
-    let mut builder = Builder { nodes: Vec::with_capacity(graph.node.len()), constants: vec![] };
+    let mut g = GraphBuilder::default();
     let mut rewritten = 0;
     for node in std::mem::take(&mut graph.node) {
         let (Some(x), Some(y)) = (node.input.first().cloned(), node.output.first().cloned()) else {
-            builder.nodes.push(node);
+            g.nodes.push(node);
             continue;
         };
+        // Values of a rewrite are named `<output>/exact#k`: unique per rewritten output.
+        let base = format!("{y}/exact");
         match node.op_type.as_str() {
-            "Sigmoid" if !swish_sigmoids.contains(&y) => builder.sigmoid(&x, &y),
-            "Tanh" => builder.tanh(&x, &y),
+            "Sigmoid" if !swish_sigmoids.contains(&y) => {
+                let sigmoid = sigmoid(&mut g, x, &base);
+                g.node_into("Identity", vec![sigmoid], vec![], &y);
+            }
+            "Tanh" => {
+                let tanh = tanh(&mut g, x, &base);
+                g.node_into("Identity", vec![tanh], vec![], &y);
+            }
             "Elu" => {
                 let alpha = node.attribute.iter().find(|a| a.name == "alpha").map_or(1.0, |a| a.f);
-                builder.elu(&x, &y, alpha)
+                let elu = elu(&mut g, x, alpha, &base);
+                g.node_into("Identity", vec![elu], vec![], &y);
             }
             _ => {
-                builder.nodes.push(node);
+                g.nodes.push(node);
                 continue;
             }
         }
         rewritten += 1;
     }
-    graph.node = builder.nodes;
-    graph.initializer.extend(builder.constants);
+    graph.node = g.nodes;
+    graph.initializer.extend(g.initializers);
     rewritten
 }
 
@@ -69,69 +77,47 @@ fn swish_sigmoids(graph: &pb::GraphProto) -> std::collections::HashSet<String> {
         .collect()
 }
 
-/// Nodes and scalar constants of the rewrites, named after the output they replace.
-struct Builder {
-    nodes: Vec<NodeProto>,
-    constants: Vec<TensorProto>,
+/// `1 / (1 + exp(-x))`.
+fn sigmoid(g: &mut GraphBuilder, x: String, base: &str) -> String {
+    let one = g.constant(base, &[], vec![1.0]);
+    let negated = g.node("Neg", vec![x], vec![], base);
+    let e = g.node("Exp", vec![negated], vec![], base);
+    let denominator = g.node("Add", vec![one.clone(), e], vec![], base);
+    g.node("Div", vec![one, denominator], vec![], base)
 }
 
-impl Builder {
-    fn op(&mut self, op: &str, inputs: &[&str], output: String) -> String {
-        self.nodes.push(NodeProto {
-            name: format!("{output}_node"),
-            op_type: op.into(),
-            input: inputs.iter().map(|i| i.to_string()).collect(),
-            output: vec![output.clone()],
-            ..Default::default()
-        });
-        output
-    }
+/// `tanh(x)`: tract's below |x| = 1, `sign(x) (1 - e) / (1 + e)` with `e = exp(-2|x|)`
+/// above.
+fn tanh(g: &mut GraphBuilder, x: String, base: &str) -> String {
+    let one = g.constant(base, &[], vec![1.0]);
+    let minus_two = g.constant(base, &[], vec![-2.0]);
+    let zero = g.constant(base, &[], vec![0.0]);
+    let approximate = g.node("Tanh", vec![x.clone()], vec![], base);
+    let magnitude = g.node("Abs", vec![x.clone()], vec![], base);
+    let scaled = g.node("Mul", vec![magnitude.clone(), minus_two], vec![], base);
+    let e = g.node("Exp", vec![scaled], vec![], base);
+    let numerator = g.node("Sub", vec![one.clone(), e.clone()], vec![], base);
+    let denominator = g.node("Add", vec![one.clone(), e], vec![], base);
+    let positive = g.node("Div", vec![numerator, denominator], vec![], base);
+    let negative = g.node("Neg", vec![positive.clone()], vec![], base);
+    let below_zero = g.node("Less", vec![x, zero], vec![], base);
+    let tail = g.node("Where", vec![below_zero, negative, positive], vec![], base);
+    let near_zero = g.node("Less", vec![magnitude, one], vec![], base);
+    g.node("Where", vec![near_zero, approximate, tail], vec![], base)
+}
 
-    fn constant(&mut self, name: String, value: f32) -> String {
-        self.constants.push(TensorProto { name: name.clone(), data_type: FLOAT, float_data: vec![value], ..Default::default() });
-        name
-    }
-
-    /// `y = 1 / (1 + exp(-x))`.
-    fn sigmoid(&mut self, x: &str, y: &str) {
-        let one = self.constant(format!("{y}/exact/one"), 1.0);
-        let negated = self.op("Neg", &[x], format!("{y}/exact/neg"));
-        let e = self.op("Exp", &[&negated], format!("{y}/exact/exp"));
-        let denominator = self.op("Add", &[&one, &e], format!("{y}/exact/denominator"));
-        self.op("Div", &[&one, &denominator], y.to_string());
-    }
-
-    /// `y = tanh(x)`: tract's below |x| = 1, `sign(x) (1 - e) / (1 + e)` with
-    /// `e = exp(-2|x|)` above.
-    fn tanh(&mut self, x: &str, y: &str) {
-        let p = |what: &str| format!("{y}/exact/{what}");
-        let (one, minus_two, zero) = (self.constant(p("one"), 1.0), self.constant(p("minus_two"), -2.0), self.constant(p("zero"), 0.0));
-        let approximate = self.op("Tanh", &[x], p("approximate"));
-        let magnitude = self.op("Abs", &[x], p("abs"));
-        let scaled = self.op("Mul", &[&magnitude, &minus_two], p("scaled"));
-        let e = self.op("Exp", &[&scaled], p("exp"));
-        let numerator = self.op("Sub", &[&one, &e], p("numerator"));
-        let denominator = self.op("Add", &[&one, &e], p("denominator"));
-        let positive = self.op("Div", &[&numerator, &denominator], p("positive"));
-        let negative = self.op("Neg", &[&positive], p("negative"));
-        let below_zero = self.op("Less", &[x, &zero], p("below_zero"));
-        let tail = self.op("Where", &[&below_zero, &negative, &positive], p("tail"));
-        let near_zero = self.op("Less", &[&magnitude, &one], p("near_zero"));
-        self.op("Where", &[&near_zero, &approximate, &tail], y.to_string());
-    }
-
-    /// `y = x` for `x >= 0`, else `alpha tanh(x / 2) (exp(x) + 1)` (= `alpha (exp(x) - 1)`).
-    fn elu(&mut self, x: &str, y: &str, alpha: f32) {
-        let p = |what: &str| format!("{y}/exact/{what}");
-        let (one, half, zero, alpha) = (self.constant(p("one"), 1.0), self.constant(p("half"), 0.5), self.constant(p("zero"), 0.0), self.constant(p("alpha"), alpha));
-        let halved = self.op("Mul", &[x, &half], p("halved"));
-        let tanh = p("tanh");
-        self.tanh(&halved, &tanh);
-        let e = self.op("Exp", &[x], p("exp"));
-        let e_plus_one = self.op("Add", &[&e, &one], p("exp_plus_one"));
-        let expm1 = self.op("Mul", &[&tanh, &e_plus_one], p("expm1"));
-        let negative = self.op("Mul", &[&expm1, &alpha], p("negative"));
-        let below_zero = self.op("Less", &[x, &zero], p("below_zero"));
-        self.op("Where", &[&below_zero, &negative, x], y.to_string());
-    }
+/// `x` for `x >= 0`, else `alpha tanh(x / 2) (exp(x) + 1)` (= `alpha (exp(x) - 1)`).
+fn elu(g: &mut GraphBuilder, x: String, alpha: f32, base: &str) -> String {
+    let one = g.constant(base, &[], vec![1.0]);
+    let half = g.constant(base, &[], vec![0.5]);
+    let zero = g.constant(base, &[], vec![0.0]);
+    let alpha = g.constant(base, &[], vec![alpha]);
+    let halved = g.node("Mul", vec![x.clone(), half], vec![], base);
+    let tanh = tanh(g, halved, base);
+    let e = g.node("Exp", vec![x.clone()], vec![], base);
+    let e_plus_one = g.node("Add", vec![e, one], vec![], base);
+    let expm1 = g.node("Mul", vec![tanh, e_plus_one], vec![], base);
+    let negative = g.node("Mul", vec![expm1, alpha], vec![], base);
+    let below_zero = g.node("Less", vec![x.clone(), zero], vec![], base);
+    g.node("Where", vec![below_zero, negative, x], vec![], base)
 }
