@@ -7,6 +7,18 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mlagents-rs-target}
 # out beside the repository as ../shared; MLAGENTS_SHARED points elsewhere.
 SHARED_DIR=${MLAGENTS_SHARED:-../shared}
 
+# The shared target folder keeps every test, bench and example binary cargo ever linked: about
+# 500 MB each (the dependencies' debug info), one more set for each checkout path and each
+# change, enough to fill a disk within a day of CI runs. Drops those not linked for six hours
+# (cargo links again what it still needs; the libraries they are made from stay).
+prune_stale_binaries() {
+  local dir
+  for dir in "$CARGO_TARGET_DIR"/{debug,release}/{deps,examples}; do
+    [ -d "$dir" ] || continue
+    find "$dir" -maxdepth 1 -type f -perm -u+x ! -name '*.so' ! -name '*.rlib' ! -name '*.rmeta' -mmin +360 -delete 2>/dev/null || true
+  done
+}
+
 require_cargo() {
   command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
 }

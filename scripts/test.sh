@@ -96,6 +96,7 @@ phase_train() {
 phases=("$@")
 [ ${#phases[@]} -gt 0 ] || phases=(rust peer train)
 trap report_times EXIT
+prune_stale_binaries
 for phase in "${phases[@]}"; do
   case $phase in
     rust|peer|train) "phase_$phase" ;;
