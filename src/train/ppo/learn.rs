@@ -97,9 +97,7 @@ fn side_channels(run: &RunOptions, stats: StatsChannel) -> Vec<SharedSideChannel
         let mut p = params.lock().unwrap_or_else(|p| p.into_inner());
         // Every parameter is in its first lesson (curricula of several lessons are refused).
         for parameter in &run.environment_parameters {
-            let lesson = &parameter.curriculum[0];
-            log::info!("Parameter '{}' is in lesson '{}' and has value '{}'.", parameter.name, lesson.name, lesson.value.describe());
-            p.set_parameter(&parameter.name, lesson.value.to_side_channel());
+            p.set_parameter(&parameter.name, parameter.curriculum[0].value.to_side_channel());
         }
     }
     vec![engine, params, stats]
@@ -199,6 +197,10 @@ pub fn learn_observed(run: &RunOptions, options: &LearnOptions, observer: &mut d
         debug_output: run.debug,
         ..Default::default()
     };
+    for parameter in &run.environment_parameters {
+        let lesson = &parameter.curriculum[0];
+        log::info!("Parameter '{}' is in lesson '{}' and has value '{}'.", parameter.name, lesson.name, lesson.value.describe());
+    }
     let workers = run.env_settings.num_envs.max(1);
     let stats_channels: Vec<StatsChannel> = (0..workers).map(|_| shared(StatsSideChannel::new())).collect();
     let mut envs = VecEnv::new(workers, |w| VecEnv::worker_options(&base, w, &|w| side_channels(run, stats_channels[w as usize].clone())))?;
