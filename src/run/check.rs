@@ -3,7 +3,7 @@
 //! every violation at once.
 
 use super::ModelInterface;
-use crate::spec::model::{self as interface, ModelInput};
+use crate::spec::model::{self as contract, ModelInput};
 use crate::spec::BehaviorSpec;
 
 /// Every way the model fails Unity's checks for this behavior (empty = loadable).
@@ -12,19 +12,19 @@ pub fn check(model: &ModelInterface, spec: &BehaviorSpec) -> Vec<String> {
     if !model.non_finite_weights.is_empty() {
         v.push(format!("weights hold NaN or infinities, so Unity would compute NaN actions: {}", model.non_finite_weights.join(", ")));
     }
-    let version = model.constant(interface::VERSION_NUMBER);
+    let version = model.constant(contract::VERSION_NUMBER);
     match version {
         None => v.push("required constant version_number was not found".to_string()),
-        Some(x) if x != 2.0 && x != 3.0 => v.push(format!("{} is {x}; Unity loads 2 or 3", interface::VERSION_NUMBER)),
+        Some(x) if x != 2.0 && x != 3.0 => v.push(format!("{} is {x}; Unity loads 2 or 3", contract::VERSION_NUMBER)),
         _ => {}
     }
-    let memory = model.constant(interface::MEMORY_SIZE);
+    let memory = model.constant(contract::MEMORY_SIZE);
     if memory.is_none() {
         v.push("required constant memory_size was not found".into());
     }
     let memory = memory.unwrap_or(0.0);
     if !(memory.is_finite() && memory >= 0.0 && memory.fract() == 0.0) {
-        v.push(format!("{} is {memory}; it must be a whole number, 0 or more", interface::MEMORY_SIZE));
+        v.push(format!("{} is {memory}; it must be a whole number, 0 or more", contract::MEMORY_SIZE));
     }
     for (name, dims) in model.all_inputs() {
         if let Some(d) = dims.iter().find(|d| **d < -1) {
@@ -42,25 +42,25 @@ pub fn check(model: &ModelInterface, spec: &BehaviorSpec) -> Vec<String> {
 fn check_actions(model: &ModelInterface, version: Option<f32>, spec: &BehaviorSpec, v: &mut Vec<String>) {
     let actions = &spec.action_spec;
     let branches: Vec<f32> = actions.discrete_branches.iter().map(|b| *b as f32).collect();
-    let action_outputs = [interface::ACTION, interface::CONTINUOUS_ACTIONS, interface::DISCRETE_ACTIONS, interface::DETERMINISTIC_CONTINUOUS_ACTIONS, interface::DETERMINISTIC_DISCRETE_ACTIONS];
+    let action_outputs = [contract::ACTION, contract::CONTINUOUS_ACTIONS, contract::DISCRETE_ACTIONS, contract::DETERMINISTIC_CONTINUOUS_ACTIONS, contract::DETERMINISTIC_DISCRETE_ACTIONS];
     if !action_outputs.iter().any(|o| model.has_output(o)) {
         v.push(format!("no action output (one of {action_outputs:?})"));
     }
-    let modern = model.has_output(interface::CONTINUOUS_ACTIONS) || model.has_output(interface::DISCRETE_ACTIONS);
+    let modern = model.has_output(contract::CONTINUOUS_ACTIONS) || model.has_output(contract::DISCRETE_ACTIONS);
     let discrete_model;
     if modern {
-        let continuous = if model.has_output(interface::CONTINUOUS_ACTIONS) { model.constant(interface::CONTINUOUS_ACTION_OUTPUT_SHAPE) } else { Some(0.0) };
+        let continuous = if model.has_output(contract::CONTINUOUS_ACTIONS) { model.constant(contract::CONTINUOUS_ACTION_OUTPUT_SHAPE) } else { Some(0.0) };
         match continuous {
-            None => v.push(format!("{} is an output but {} is missing", interface::CONTINUOUS_ACTIONS, interface::CONTINUOUS_ACTION_OUTPUT_SHAPE)),
+            None => v.push(format!("{} is an output but {} is missing", contract::CONTINUOUS_ACTIONS, contract::CONTINUOUS_ACTION_OUTPUT_SHAPE)),
             Some(c) if c as usize != actions.continuous_size => v.push(format!(
                 "the model has {c} continuous actions, the behavior {}",
                 actions.continuous_size
             )),
             _ => {}
         }
-        let discrete = if model.has_output(interface::DISCRETE_ACTIONS) { model.constants.get(interface::DISCRETE_ACTION_OUTPUT_SHAPE).cloned() } else { Some(vec![]) };
+        let discrete = if model.has_output(contract::DISCRETE_ACTIONS) { model.constants.get(contract::DISCRETE_ACTION_OUTPUT_SHAPE).cloned() } else { Some(vec![]) };
         match discrete {
-            None => v.push(format!("{} is an output but {} is missing", interface::DISCRETE_ACTIONS, interface::DISCRETE_ACTION_OUTPUT_SHAPE)),
+            None => v.push(format!("{} is an output but {} is missing", contract::DISCRETE_ACTIONS, contract::DISCRETE_ACTION_OUTPUT_SHAPE)),
             Some(d) => {
                 // Version 3 lists the branch sizes; version 2 gives their sum.
                 let fits = if version == Some(3.0) { d == branches } else { d.first().copied().unwrap_or(0.0) == branches.iter().sum::<f32>() };
@@ -69,14 +69,14 @@ fn check_actions(model: &ModelInterface, version: Option<f32>, spec: &BehaviorSp
                 }
             }
         }
-        discrete_model = model.has_output(interface::DISCRETE_ACTIONS);
+        discrete_model = model.has_output(contract::DISCRETE_ACTIONS);
     } else {
-        let kind = model.constant(interface::IS_CONTINUOUS_CONTROL);
-        let size = model.constant(interface::ACTION_OUTPUT_SHAPE);
+        let kind = model.constant(contract::IS_CONTINUOUS_CONTROL);
+        let size = model.constant(contract::ACTION_OUTPUT_SHAPE);
         if kind.is_none() || size.is_none() {
             v.push("a model without continuous_actions/discrete_actions needs is_continuous_control and action_output_shape".into());
         }
-        if !model.has_output(interface::ACTION) {
+        if !model.has_output(contract::ACTION) {
             v.push("the model has no output named action".into());
         }
         discrete_model = kind == Some(0.0);
@@ -94,18 +94,18 @@ fn check_actions(model: &ModelInterface, version: Option<f32>, spec: &BehaviorSp
                 }
             }
             (Some(other), _) if other != 0.0 && other != 1.0 => {
-                v.push(format!("{} is {other}: cannot infer the type of control", interface::IS_CONTINUOUS_CONTROL))
+                v.push(format!("{} is {other}: cannot infer the type of control", contract::IS_CONTINUOUS_CONTROL))
             }
             _ => {}
         }
     }
-    if discrete_model && model.input(interface::ACTION_MASKS).is_none() {
+    if discrete_model && model.input(contract::ACTION_MASKS).is_none() {
         v.push("a discrete model needs the input action_masks".into());
     }
-    if let Some(d) = model.input(interface::ACTION_MASKS) {
+    if let Some(d) = model.input(contract::ACTION_MASKS) {
         let width = *d.last().unwrap_or(&0);
         if width >= 0 && width as usize != actions.mask_len() && actions.mask_len() > 0 {
-            v.push(format!("{} has width {width}, the behavior's branches sum to {}", interface::ACTION_MASKS, actions.mask_len()));
+            v.push(format!("{} has width {width}, the behavior's branches sum to {}", contract::ACTION_MASKS, actions.mask_len()));
         }
     }
 }
@@ -139,7 +139,7 @@ fn check_inputs(model: &ModelInterface, version: Option<f32>, spec: &BehaviorSpe
             }
         } else if input == Some(ModelInput::VectorObservation) {
             if last >= 0 && last as usize != vector_size {
-                v.push(format!("{} has size {last}, the behavior's vector observations sum to {vector_size}", interface::VECTOR_OBSERVATION));
+                v.push(format!("{} has size {last}, the behavior's vector observations sum to {vector_size}", contract::VECTOR_OBSERVATION));
             }
         } else if let Some(ModelInput::VisualObservation(k)) = input {
             match visual.get(k) {
@@ -152,7 +152,7 @@ fn check_inputs(model: &ModelInterface, version: Option<f32>, spec: &BehaviorSpe
             }
         } else if input == Some(ModelInput::PreviousAction) {
             if last >= 0 && last as usize != actions.discrete_size() {
-                v.push(format!("{} has size {last}, the behavior has {} branches", interface::PREV_ACTION, actions.discrete_size()));
+                v.push(format!("{} has size {last}, the behavior has {} branches", contract::PREV_ACTION, actions.discrete_size()));
             }
         } else if input.is_none() && !model.is_memory_input(name) {
             v.push(format!("the model contains an unexpected input named {name:?}"));
@@ -170,11 +170,11 @@ fn check_inputs(model: &ModelInterface, version: Option<f32>, spec: &BehaviorSpe
 /// A recurrent model's memory input and output.
 fn check_memory(model: &ModelInterface, version: Option<f32>, memory: f32, v: &mut Vec<String>) {
     if memory > 0.0 {
-        if version == Some(3.0) && model.input(interface::RECURRENT_IN).is_none() {
-            v.push(format!("{} > 0 but the model has no input {}", interface::MEMORY_SIZE, interface::RECURRENT_IN));
+        if version == Some(3.0) && model.input(contract::RECURRENT_IN).is_none() {
+            v.push(format!("{} > 0 but the model has no input {}", contract::MEMORY_SIZE, contract::RECURRENT_IN));
         }
         if !model.outputs_memory() {
-            v.push(format!("{} > 0 but the model has no output {}", interface::MEMORY_SIZE, interface::RECURRENT_OUT));
+            v.push(format!("{} > 0 but the model has no output {}", contract::MEMORY_SIZE, contract::RECURRENT_OUT));
         }
     }
 }
