@@ -143,7 +143,9 @@ impl Scene for Ball3D {
         self.gravity = ctx.parameter("gravity", 9.81);
         self.scale = ctx.parameter("scale", 1.0);
         ctx.record_stat("3DBall/Scale", self.scale, StatsAggregation::Average);
-        let _mass = ctx.parameter("mass", 1.0); // mass does not change rolling dynamics
+        // Mass does not change how a ball rolls on a kinematic platform; it is drawn (one
+        // draw per episode, as Unity's SetBall) and recorded.
+        ctx.record_stat("3DBall/Mass", ctx.parameter("mass", 1.0), StatsAggregation::Average);
         let rx = ctx.rng.random_range(-10.0f32..10.0);
         let rz = ctx.rng.random_range(-10.0f32..10.0);
         let rotation = Quat::IDENTITY.rotate_self(X_AXIS, rx).rotate_self(Z_AXIS, rz);

@@ -2,12 +2,14 @@
 
 mod ball3d;
 mod basic;
+mod corridor;
 mod gridworld;
 mod race;
 mod simple;
 
 pub use ball3d::{Ball3D, BallObservations};
 pub use basic::Basic;
+pub use corridor::{Corridor, DEFAULT_GOAL_DISTANCE, GOAL_DISTANCE_PARAMETER};
 pub use gridworld::GridWorld;
 pub use race::Race;
 pub use simple::{SimpleConfig, SimpleScene, SUCCESS_REWARD, TIME_PENALTY};
@@ -41,6 +43,7 @@ pub const SCENES: &[SceneInfo] = &[
     SceneInfo { name: "MultiAgentGroup", description: "test suite MultiAgentEnvironment: 2 agents in group 1, group reward" },
     SceneInfo { name: "Ghost1D", description: "test suite ghost scene: `1D?team=0` and `1D?team=1`, 1 branch of 2" },
     SceneInfo { name: "AsymmetricGhost1D", description: "test suite asymmetric ghost scene: `1D?team=0` and `1DOpp?team=1`" },
+    SceneInfo { name: "Corridor", description: "curriculum scene: 8 agents walk to a goal `goal_distance` cells ahead (env parameter, default 90) or a small one 3 behind" },
     SceneInfo { name: "Race", description: "competitive, symmetric: `Race?team=0` vs `Race?team=1`, first to the goal wins" },
     SceneInfo { name: "RaceAsymmetric", description: "competitive, 2 vs 1: `RaceDuo?team=0` (group) vs a faster `RaceSolo?team=1`" },
 ];
@@ -76,6 +79,7 @@ pub fn build(name: &str) -> Option<Box<dyn Scene>> {
             behaviors: vec!["1D?team=0".into(), "1DOpp?team=1".into()],
             ..simple(0, 1, 0.2)
         })),
+        "Corridor" => Box::new(Corridor::new()),
         "Race" => Box::new(Race::symmetric()),
         "RaceAsymmetric" => Box::new(Race::asymmetric()),
         _ => return None,
