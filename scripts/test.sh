@@ -88,9 +88,9 @@ phase_train() {
   torch_venv=$(scripts/torch-venv.sh)
   export LIBTORCH_USE_PYTORCH=1 PATH="$torch_venv/bin:$PATH"
   step "build: the train feature (tch)"
-  cargo test --features train --test train_ppo --test train_golden --test train_bad_input --no-run --quiet 2>&1
+  cargo test --features train --test train_ppo --test train_golden --test train_bad_input --test train_curriculum --no-run --quiet 2>&1
   step "PPO on tch: training tests"
-  cargo test --features train --test train_ppo --test train_golden --test train_bad_input --no-fail-fast --quiet 2>&1 | grep -v '^\[INFO\]'
+  cargo test --features train --test train_ppo --test train_golden --test train_bad_input --test train_curriculum --no-fail-fast --quiet 2>&1 | grep -v '^\[INFO\]'
 }
 
 phases=("$@")

@@ -80,6 +80,22 @@ pub struct CheckpointDescription {
     pub reward: Option<f32>,
     /// Seconds since the Unix epoch.
     pub creation_time: f64,
+    /// The run's curriculum when the checkpoint was written (runs with environment
+    /// parameters only), so `--resume` continues each lesson exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub curriculum: Option<CurriculumRecord>,
+}
+
+/// The state of a run's lessons as one checkpoint records it: every parameter's lesson and
+/// smoothed measure (run-wide), and the reward buffer of the checkpoint's own behavior.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CurriculumRecord {
+    /// Parameter name to lesson number (0-based).
+    pub lessons: std::collections::BTreeMap<String, usize>,
+    /// Parameter name to the smoothed reward measure of its completion criteria.
+    pub smoothed: std::collections::BTreeMap<String, f64>,
+    /// The behavior's recent episode rewards, newest first, as the completion criteria read them.
+    pub reward_buffer: Vec<f32>,
 }
 
 /// A checkpoint read back and verified.
@@ -295,6 +311,7 @@ mod tests {
             weights_sha256: String::new(),
             reward: Some(1.5),
             creation_time: 0.0,
+            curriculum: None,
         }
     }
 

@@ -368,7 +368,8 @@ impl RunOptions {
         for (name, settings) in raw.behaviors.unwrap_or_default() {
             behaviors.insert(name.clone(), ctx.resolve(&name, &settings, raw.default_settings.as_ref())?);
         }
-        let environment_parameters = ctx.environment_parameters(raw.environment_parameters.as_ref().unwrap_or(&serde_norway::Value::Null))?;
+        let section = raw.environment_parameters.as_ref().unwrap_or(&serde_norway::Value::Null);
+        let environment_parameters = ctx.environment_parameters(section, &behaviors, default_settings.is_some())?;
         Ok(Self {
             behaviors,
             default_settings,
@@ -733,22 +734,31 @@ impl Context<'_> {
         })
     }
 
-    /// The `environment_parameters` section (environment_parameters.rs), refused where it
-    /// has a curriculum of several lessons: lessons do not advance yet.
-    fn environment_parameters(&self, section: &serde_norway::Value) -> Result<Vec<EnvironmentParameterSettings>, ConfigError> {
+    /// The `environment_parameters` section (environment_parameters.rs). A completion
+    /// criteria's `behavior` must be one a trainer will have: a name under `behaviors:` (or
+    /// any name when `default_settings` is given), without `?team=` (0.28 silently never
+    /// advances such a lesson).
+    fn environment_parameters(&self, section: &serde_norway::Value, behaviors: &BTreeMap<String, TrainerSettings>, has_default: bool) -> Result<Vec<EnvironmentParameterSettings>, ConfigError> {
         let parameters = environment_parameters::parse(section).map_err(|e| ConfigError::Parameter {
             file: self.file.into(),
             line: self.line_of(&e.key, &e.parameter),
             parameter: e.parameter,
             message: e.message,
         })?;
-        if let Some(p) = parameters.iter().find(|p| p.curriculum.len() > 1) {
-            return Err(self.unsupported(
-                &format!("the curriculum of environment parameter {} ({} lessons)", p.name, p.curriculum.len()),
-                "curriculum",
-                &p.name,
-                "lessons do not advance yet: constants, samplers and one-lesson curricula",
-            ));
+        for p in &parameters {
+            for criteria in p.curriculum.iter().filter_map(|l| l.completion_criteria.as_ref()) {
+                let behavior = &criteria.behavior;
+                let problem = if behavior.contains('?') {
+                    format!("behavior {behavior} names a team; completion criteria take the behavior name alone ({})", behavior.split('?').next().unwrap_or_default())
+                } else if !has_default && !behaviors.contains_key(behavior) {
+                    let named: Vec<&str> = behaviors.keys().map(String::as_str).collect();
+                    format!("behavior {behavior} has no trainer (behaviors: names {}); its lessons would never advance", if named.is_empty() { "none".into() } else { named.join(", ") })
+                } else {
+                    continue;
+                };
+                let line = self.text.lines().enumerate().skip(self.line_of(&p.name, &p.name).saturating_sub(1)).find(|(_, l)| l.contains("behavior:") && l.contains(behavior.as_str())).map_or(0, |(i, _)| i + 1);
+                return Err(ConfigError::Parameter { file: self.file.into(), line, parameter: p.name.clone(), message: problem });
+            }
         }
         Ok(parameters)
     }
@@ -802,7 +812,6 @@ mod tests {
             ("behaviors:\n  B:\n    trainer_type: sac\n", "sac", 3),
             ("behaviors:\n  B:\n    network_settings:\n      memory: {memory_size: 16, sequence_length: 64}\n", "memory", 4),
             ("behaviors:\n  B:\n    self_play: {window: 10}\n", "self_play", 3),
-            ("environment_parameters:\n  k:\n    curriculum:\n      - name: a\n        completion_criteria: {behavior: B, threshold: 1}\n        value: 1\n      - name: b\n        value: 2\n", "curriculum", 3),
         ];
         for (yaml, what, line) in cases {
             let e = RunOptions::from_yaml(yaml, "t.yaml").unwrap_err();
@@ -816,6 +825,17 @@ mod tests {
         let yaml = "behaviors:\n  B: {}\nenvironment_parameters:\n  p:\n    curriculum:\n      - name: A\n        completion_criteria:\n          behavior: B\n          thresh: 0.5\n        value: 1\n      - name: Z\n        value: 2\n";
         let e = RunOptions::from_yaml(yaml, "t.yaml").unwrap_err().to_string();
         assert!(e.contains("t.yaml, line 9: environment parameter p: The option thresh"), "{e}");
+        // A behavior no trainer has, or one with its team: refused with the line.
+        let lesson = |behavior: &str| format!("behaviors:\n  B: {{}}\nenvironment_parameters:\n  p:\n    curriculum:\n      - name: A\n        completion_criteria:\n          measure: progress\n          behavior: {behavior}\n        value: 1\n      - name: Z\n        value: 2\n");
+        let e = RunOptions::from_yaml(&lesson("Bb"), "t.yaml").unwrap_err().to_string();
+        assert!(e.contains("line 9: environment parameter p: behavior Bb has no trainer (behaviors: names B)"), "{e}");
+        let e = RunOptions::from_yaml(&lesson("B?team=0"), "t.yaml").unwrap_err().to_string();
+        assert!(e.contains("line 9") && e.contains("names a team"), "{e}");
+        // A curriculum of several lessons on a known behavior is accepted.
+        let run = RunOptions::from_yaml(&lesson("B"), "t.yaml").unwrap();
+        assert_eq!(run.environment_parameters[0].curriculum.len(), 2);
+        let with_default = lesson("Other").replace("behaviors:", "default_settings: {}\nbehaviors:");
+        RunOptions::from_yaml(&with_default, "t.yaml").unwrap();
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! optimizer and update loop are in `ppo` (tch, behind the `train` feature).
 
 pub mod config;
+pub mod curriculum;
 pub mod environment_parameters;
 pub mod error;
 pub mod gae;

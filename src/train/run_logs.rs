@@ -26,11 +26,18 @@ fn checkpoint_entry(run_dir: &Path, behavior: &str, c: &Checkpoint) -> Value {
     })
 }
 
+/// The key 0.28 keeps a parameter's lesson under (`StatusType.LESSON_NUM`).
+pub const LESSON_NUM: &str = "lesson_num";
+
 /// Writes `run_logs/training_status.json` from the checkpoints on disk (so a run that
 /// crashed still gets a true list when it is resumed). `final_steps` names each behavior's
-/// final checkpoint, once the run has ended.
-pub fn write_training_status(run_dir: &Path, behaviors: &[String], final_steps: &BTreeMap<String, u64>) -> std::io::Result<()> {
+/// final checkpoint, once the run has ended; `lessons` gives each environment parameter's
+/// lesson number (`{"<param>": {"lesson_num": N}}`, as 0.28 keeps it).
+pub fn write_training_status(run_dir: &Path, behaviors: &[String], final_steps: &BTreeMap<String, u64>, lessons: &[(&str, usize)]) -> std::io::Result<()> {
     let mut root = Map::new();
+    for (parameter, lesson) in lessons {
+        root.insert(parameter.to_string(), json!({ LESSON_NUM: lesson }));
+    }
     for behavior in behaviors {
         let dir = run_dir.join(behavior);
         let checkpoints: Vec<Checkpoint> = checkpoint::list(&dir, behavior).iter().filter_map(|(_, p)| Checkpoint::read(p).ok()).collect();
@@ -52,6 +59,23 @@ pub fn write_training_status(run_dir: &Path, behaviors: &[String], final_steps: 
     let logs = run_dir.join("run_logs");
     std::fs::create_dir_all(&logs)?;
     write_atomic(&logs.join("training_status.json"), &serde_json::to_vec_pretty(&Value::Object(root)).expect("json"))
+}
+
+/// The lesson numbers a `training_status.json` keeps (0.28's or ours), or None when the file
+/// does not exist. A file that is not JSON, or has no `metadata` (0.28's check), is an error.
+pub fn read_lesson_numbers(path: &Path) -> Result<Option<BTreeMap<String, usize>>, String> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let root: Value = serde_json::from_slice(&bytes).map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
+    let root = root.as_object().ok_or_else(|| format!("{} is not a JSON object", path.display()))?;
+    if !root.contains_key("metadata") {
+        return Err(format!("{}: Metadata not found, resuming from an incompatible version of ML-Agents.", path.display()));
+    }
+    let lessons = root.iter().filter_map(|(name, entry)| Some((name.clone(), entry.get(LESSON_NUM)?.as_u64()? as usize))).collect();
+    Ok(Some(lessons))
 }
 
 /// Hierarchical timers (one level below the root) and gauges, as `timers.json` holds them.
@@ -115,5 +139,28 @@ impl Timers {
         let logs = run_dir.join("run_logs");
         std::fs::create_dir_all(&logs)?;
         write_atomic(&logs.join("timers.json"), &serde_json::to_vec_pretty(&self.to_json()).expect("json"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lessons are written as 0.28 keeps them (`{"<param>": {"lesson_num": N}}`) and read
+    /// back; a missing file is None; a file without metadata gets 0.28's message.
+    #[test]
+    fn lesson_numbers_round_trip_through_training_status() {
+        let dir = std::env::temp_dir().join(format!("mlagents-run-logs-{}", std::process::id()));
+        let path = dir.join("run_logs/training_status.json");
+        assert_eq!(read_lesson_numbers(&path), Ok(None));
+        write_training_status(&dir, &[], &BTreeMap::new(), &[("wall", 2), ("mass", 0)]).unwrap();
+        let json: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(json["wall"], json!({"lesson_num": 2}));
+        assert_eq!(read_lesson_numbers(&path).unwrap().unwrap(), BTreeMap::from([("wall".to_string(), 2), ("mass".to_string(), 0)]));
+        std::fs::write(&path, r#"{"wall": {"lesson_num": 1}}"#).unwrap();
+        assert!(read_lesson_numbers(&path).unwrap_err().contains("Metadata not found"));
+        std::fs::write(&path, "{").unwrap();
+        assert!(read_lesson_numbers(&path).unwrap_err().contains("not JSON"));
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

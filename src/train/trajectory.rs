@@ -141,6 +141,12 @@ impl AgentProcessor {
         }
         (trajectories, episodes)
     }
+
+    /// Drops every episode in progress, untrained (the environment was reset under them, as
+    /// 0.28's `AgentProcessor.end_episode` does on a forced reset).
+    pub fn drop_episodes_in_progress(&mut self) {
+        self.agents.clear();
+    }
 }
 
 #[cfg(test)]

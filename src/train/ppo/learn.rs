@@ -12,7 +12,8 @@ use crate::train::config::RunOptions;
 use crate::export::{export_checkpoint, ExportOptions};
 use crate::checkpoint;
 use crate::train::error::TrainError;
-use crate::train::run_logs::{write_training_status, Timers};
+use crate::train::curriculum::{LessonManager, RewardBuffer, TrainerStanding, LESSON_NUMBER_TAG};
+use crate::train::run_logs::{read_lesson_numbers, write_training_status, Timers};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -80,8 +81,21 @@ pub struct BehaviorResult {
 
 /// The stats channel of one environment (what the scene reports, e.g. `Sim/...` values).
 type StatsChannel = std::sync::Arc<std::sync::Mutex<StatsSideChannel>>;
+/// The environment parameters channel of one environment.
+type ParametersChannel = std::sync::Arc<std::sync::Mutex<EnvironmentParametersChannel>>;
 
-fn side_channels(run: &RunOptions, stats: StatsChannel) -> Vec<SharedSideChannel> {
+/// Queues every parameter's current lesson value on each environment's channel (they travel
+/// with the next reset or step).
+fn send_parameters(lessons: &LessonManager, channels: &[ParametersChannel]) {
+    for channel in channels {
+        let mut channel = crate::comm::side_channel::lock(channel);
+        for (name, value) in lessons.current_values() {
+            channel.set_parameter(&name, value);
+        }
+    }
+}
+
+fn side_channels(run: &RunOptions, params: ParametersChannel, stats: StatsChannel) -> Vec<SharedSideChannel> {
     let engine = shared(EngineConfigurationChannel::new());
     let e = &run.engine_settings;
     engine.lock().unwrap_or_else(|p| p.into_inner()).set_configuration(EngineConfig {
@@ -92,20 +106,12 @@ fn side_channels(run: &RunOptions, stats: StatsChannel) -> Vec<SharedSideChannel
         target_frame_rate: Some(e.target_frame_rate),
         capture_frame_rate: Some(e.capture_frame_rate),
     });
-    let params = shared(EnvironmentParametersChannel::new());
-    {
-        let mut p = params.lock().unwrap_or_else(|p| p.into_inner());
-        // Every parameter is in its first lesson (curricula of several lessons are refused).
-        for parameter in &run.environment_parameters {
-            p.set_parameter(&parameter.name, parameter.curriculum[0].value.to_side_channel());
-        }
-    }
     vec![engine, params, stats]
 }
 
 /// Creates a behavior's trainer, loading its starting point for `--resume` or
 /// `--initialize-from` (or the behavior's `init_path`).
-fn create_trainer(run: &RunOptions, options: &LearnOptions, name: &str, spec: &crate::spec::BehaviorSpec, seed: u64) -> Result<PpoTrainer, TrainError> {
+fn create_trainer(run: &RunOptions, options: &LearnOptions, lessons: &LessonManager, name: &str, spec: &crate::spec::BehaviorSpec, seed: u64) -> Result<PpoTrainer, TrainError> {
     let brain = BehaviorName::parse(name).name;
     let settings = run
         .settings_for(&brain)
@@ -122,6 +128,7 @@ fn create_trainer(run: &RunOptions, options: &LearnOptions, name: &str, spec: &c
     }
     let init_path = settings.init_path.clone();
     let mut trainer = PpoTrainer::new(&brain, spec, settings, seed, tensorboard.as_deref())?;
+    trainer.reward_buffer = RewardBuffer::new(lessons.reward_buffer_capacity(&brain));
     if options.resume {
         let dir = options.run_dir.as_ref().ok_or_else(|| TrainError::Mismatch("--resume needs a run folder".into()))?.join(&brain);
         let c = checkpoint::latest(&dir, &brain).map_err(|e| TrainError::checkpoint(format!("cannot resume {brain}"), e))?;
@@ -147,12 +154,13 @@ fn remove_event_files(dir: &Path) {
     }
 }
 
-/// Writes a checkpoint labelled `step` into `<run>/<Behavior>/`, verifies it by reading it
-/// back, exports `<Behavior>-<step>.onnx` / `.nn` beside it, and drops the oldest beyond
-/// `keep_checkpoints`.
-fn save_checkpoint(trainer: &PpoTrainer, run_dir: &Path, step: u64) -> Result<checkpoint::Checkpoint, TrainError> {
+/// Writes a checkpoint labelled `step` into `<run>/<Behavior>/` (with the curriculum's state
+/// when the run has environment parameters), verifies it by reading it back, exports
+/// `<Behavior>-<step>.onnx` / `.nn` beside it, and drops the oldest beyond `keep_checkpoints`.
+fn save_checkpoint(trainer: &PpoTrainer, lessons: &LessonManager, run_dir: &Path, step: u64) -> Result<checkpoint::Checkpoint, TrainError> {
     let dir = run_dir.join(&trainer.behavior);
-    let (description, tensors) = trainer.checkpoint(step);
+    let curriculum = (!lessons.is_empty()).then(|| lessons.record(&trainer.reward_buffer));
+    let (description, tensors) = trainer.checkpoint(step, curriculum);
     let path = checkpoint::Checkpoint::write(&dir, description, &tensors).map_err(|source| TrainError::Checkpoint { context: None, source })?;
     let saved = checkpoint::Checkpoint::read(&path).map_err(|e| TrainError::checkpoint("checkpoint written but unreadable", e))?;
     let stem = checkpoint::stem(&trainer.behavior, step);
@@ -160,6 +168,37 @@ fn save_checkpoint(trainer: &PpoTrainer, run_dir: &Path, step: u64) -> Result<ch
     checkpoint::prune(&dir, &trainer.behavior, trainer.settings.keep_checkpoints);
     log::info!("Exported {}", dir.join(format!("{stem}.onnx")).display());
     Ok(saved)
+}
+
+/// `--resume`: every parameter's lesson and smoothing from the newest checkpoint that
+/// recorded them (each trainer restores its own reward buffer from its checkpoint); failing
+/// that, the `lesson_num`s of `training_status.json`, as 0.28 resumes.
+fn restore_lessons(run_dir: &Path, lessons: &mut LessonManager) -> Result<(), TrainError> {
+    if lessons.is_empty() {
+        return Ok(());
+    }
+    let newest = std::fs::read_dir(run_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| entry.path().is_dir())
+        .filter_map(|entry| checkpoint::latest(&entry.path(), &entry.file_name().to_string_lossy()).ok())
+        .filter(|c| c.description.curriculum.is_some())
+        .max_by(|a, b| a.description.creation_time.total_cmp(&b.description.creation_time));
+    if let Some(c) = newest {
+        let record = c.description.curriculum.as_ref().expect("filtered above");
+        lessons.restore(&record.lessons, &record.smoothed, &c.path.display().to_string()).map_err(|e| TrainError::Mismatch(e.to_string()))?;
+        log::info!("Curriculum restored from {} (step {}): lessons {:?}, smoothing {:?}", c.path.display(), c.description.step, record.lessons, record.smoothed);
+        return Ok(());
+    }
+    let status = training_status_path(run_dir);
+    match read_lesson_numbers(&status).map_err(TrainError::Mismatch)? {
+        Some(numbers) => lessons.restore(&numbers, &BTreeMap::new(), &status.display().to_string()).map_err(|e| TrainError::Mismatch(e.to_string())),
+        None => {
+            log::warn!("Training status file not found. Not all functions will resume properly.");
+            Ok(())
+        }
+    }
 }
 
 /// `run_logs/training_status.json` of a run folder (named in errors).
@@ -197,19 +236,29 @@ pub fn learn_observed(run: &RunOptions, options: &LearnOptions, observer: &mut d
         debug_output: run.debug,
         ..Default::default()
     };
-    for parameter in &run.environment_parameters {
-        let lesson = &parameter.curriculum[0];
-        log::info!("Parameter '{}' is in lesson '{}' and has value '{}'.", parameter.name, lesson.name, lesson.value.describe());
+    let mut lessons = LessonManager::new(run.environment_parameters.clone());
+    if let (true, Some(dir)) = (options.resume, &options.run_dir) {
+        restore_lessons(dir, &mut lessons)?;
     }
     let workers = run.env_settings.num_envs.max(1);
     let stats_channels: Vec<StatsChannel> = (0..workers).map(|_| shared(StatsSideChannel::new())).collect();
-    let mut envs = VecEnv::new(workers, |w| VecEnv::worker_options(&base, w, &|w| side_channels(run, stats_channels[w as usize].clone())))?;
+    let parameter_channels: Vec<ParametersChannel> = (0..workers).map(|_| shared(EnvironmentParametersChannel::new())).collect();
+    send_parameters(&lessons, &parameter_channels);
+    let mut envs = VecEnv::new(workers, |w| {
+        VecEnv::worker_options(&base, w, &|w| side_channels(run, parameter_channels[w as usize].clone(), stats_channels[w as usize].clone()))
+    })?;
     envs.reset()?;
+    // As 0.28: every parameter's lesson, once the environments have their values.
+    for k in 0..run.environment_parameters.len() {
+        log::info!("{}", lessons.lesson_line(k));
+    }
     let mut session = Session {
         run,
         options,
         seed,
         trainers: BTreeMap::new(),
+        lessons,
+        parameter_channels: &parameter_channels,
         team_specs: BTreeMap::new(),
         seen: BTreeSet::new(),
         timers: Timers::default(),
@@ -264,6 +313,10 @@ struct Session<'a, 'o> {
     seed: u64,
     /// One trainer per behavior (brain) name.
     trainers: BTreeMap<String, PpoTrainer>,
+    /// Every environment parameter's lesson.
+    lessons: LessonManager,
+    /// Each environment's parameters channel (lesson values are queued on it).
+    parameter_channels: &'a [ParametersChannel],
     /// The spec of each behavior's first team.
     team_specs: BTreeMap<String, crate::spec::BehaviorSpec>,
     /// Every behavior id (`Name?team=N`) seen.
@@ -288,7 +341,7 @@ impl Session<'_, '_> {
                 let parsed = BehaviorName::parse(&name);
                 let spec = env.behavior_specs()[&name].clone();
                 if !self.trainers.contains_key(&parsed.name) {
-                    self.trainers.insert(parsed.name.clone(), create_trainer(self.run, self.options, &name, &spec, self.seed)?);
+                    self.trainers.insert(parsed.name.clone(), create_trainer(self.run, self.options, &self.lessons, &name, &spec, self.seed)?);
                     self.team_specs.insert(parsed.name.clone(), spec.clone());
                 } else if !self.seen.contains(&name) {
                     let shapes = |s: &crate::spec::BehaviorSpec| (s.observation_specs.iter().map(|o| o.shape.clone()).collect::<Vec<_>>(), s.action_spec.clone());
@@ -310,7 +363,7 @@ impl Session<'_, '_> {
                     self.observer.summary(&line);
                 }
                 if let (Some(step), Some(dir)) = (trainer.pending_checkpoint.take(), &self.options.run_dir) {
-                    timers.time("save_checkpoint", || save_checkpoint(trainer, dir, step))?;
+                    timers.time("save_checkpoint", || save_checkpoint(trainer, &self.lessons, dir, step))?;
                     self.checkpoints.entry(trainer.behavior.clone()).or_default().push(step);
                     checkpointed = true;
                 }
@@ -321,7 +374,7 @@ impl Session<'_, '_> {
             // As ML-Agents: the status lists the checkpoints as they are written, so it is
             // true after a crash too.
             let behaviors: Vec<String> = self.trainers.keys().cloned().collect();
-            write_training_status(dir, &behaviors, &BTreeMap::new()).map_err(|e| TrainError::writing(training_status_path(dir), e))?;
+            write_training_status(dir, &behaviors, &BTreeMap::new(), &self.lessons.lesson_numbers()).map_err(|e| TrainError::writing(training_status_path(dir), e))?;
         }
         if let (Some(yaml), Some(dir)) = (self.configuration_pending.take(), &self.options.run_dir) {
             let path = dir.join("configuration.yaml");
@@ -339,7 +392,11 @@ impl Session<'_, '_> {
         if !self.trainers.is_empty() && self.trainers.values().all(|t| !t.should_train()) {
             return Ok(false);
         }
-        self.timers.time("env_step", || envs.step())?;
+        if self.advance_lessons(envs.envs_mut().len())? {
+            self.timers.time("env_reset", || envs.reset())?;
+        } else {
+            self.timers.time("env_step", || envs.step())?;
+        }
         // What the scenes report on the stats channel goes to every behavior's summaries
         // (as ML-Agents records environment stats for each behavior of the environment).
         for channel in stats_channels {
@@ -353,6 +410,43 @@ impl Session<'_, '_> {
         Ok(true)
     }
 
+    /// 0.28's `reset_env_if_ready`, once per environment stepped: lessons whose criteria are
+    /// met move on; then every reward buffer is cleared and every parameter's value queued
+    /// for the environments. Returns whether a lesson left asks for a reset (the episodes in
+    /// progress are then dropped; the caller resets instead of stepping). Each advance also
+    /// records every parameter's lesson number in every behavior's summaries.
+    fn advance_lessons(&mut self, environments: usize) -> Result<bool, TrainError> {
+        if self.lessons.is_empty() {
+            return Ok(false);
+        }
+        let mut must_reset = false;
+        for _ in 0..environments {
+            let standings: BTreeMap<String, TrainerStanding> = self
+                .trainers
+                .iter()
+                .map(|(name, t)| (name.clone(), TrainerStanding { step: t.step, max_steps: t.settings.max_steps, rewards: &t.reward_buffer }))
+                .collect();
+            let update = self.lessons.update(&standings);
+            for change in &update.changes {
+                log::info!("{}", self.lessons.change_line(change));
+                log::info!("{}", self.lessons.lesson_line(change.parameter));
+            }
+            if update.updated() {
+                self.trainers.values_mut().for_each(|t| t.reward_buffer.clear());
+                send_parameters(&self.lessons, self.parameter_channels);
+            }
+            must_reset |= update.must_reset;
+        }
+        if must_reset {
+            self.trainers.values_mut().for_each(PpoTrainer::end_episodes);
+        }
+        for (parameter, lesson) in self.lessons.lesson_numbers() {
+            let tag = format!("{LESSON_NUMBER_TAG}{parameter}");
+            self.trainers.values_mut().for_each(|t| t.add_environment_stat(&tag, lesson as f32, crate::comm::side_channel::StatsAggregation::MostRecent));
+        }
+        Ok(must_reset)
+    }
+
     /// The final checkpoint of each behavior at its current step, its exports in the run
     /// folder, and the run logs.
     fn finish(mut self) -> Result<BTreeMap<String, BehaviorResult>, TrainError> {
@@ -363,7 +457,7 @@ impl Session<'_, '_> {
             if trainer.diverged {
                 log::warn!("{}: not checkpointed (its weights are not finite); its last checkpoint on disk is its last good one", trainer.behavior);
             } else if let Some(dir) = &self.options.run_dir {
-                let saved = save_checkpoint(trainer, dir, trainer.step)?;
+                let saved = save_checkpoint(trainer, &self.lessons, dir, trainer.step)?;
                 self.checkpoints.entry(trainer.behavior.clone()).or_default().push(trainer.step);
                 let exported = export_checkpoint(&saved, dir, &trainer.behavior, ExportOptions::default(), true)?;
                 if let Some(why) = &exported.nn_skipped {
@@ -389,7 +483,7 @@ impl Session<'_, '_> {
         }
         if let Some(dir) = &self.options.run_dir {
             let behaviors: Vec<String> = self.trainers.keys().cloned().collect();
-            write_training_status(dir, &behaviors, &final_steps).map_err(|e| TrainError::writing(training_status_path(dir), e))?;
+            write_training_status(dir, &behaviors, &final_steps, &self.lessons.lesson_numbers()).map_err(|e| TrainError::writing(training_status_path(dir), e))?;
             self.timers.write(dir).map_err(|e| TrainError::writing(dir.join("run_logs").join("timers.json"), e))?;
         }
         Ok(results)

@@ -9,7 +9,8 @@ use crate::comm::side_channel::StatsAggregation;
 use crate::env::{ActionTuple, DecisionSteps, TerminalSteps};
 use crate::policy::{PolicyDescription, SimpleVisualEncoder, Weights, POLICY_FORMAT_VERSION};
 use crate::spec::BehaviorSpec;
-use crate::checkpoint::{self, Checkpoint, CheckpointDescription, CHECKPOINT_FORMAT_VERSION, ROLLOUT_PREFIX};
+use crate::checkpoint::{self, Checkpoint, CheckpointDescription, CurriculumRecord, CHECKPOINT_FORMAT_VERSION, ROLLOUT_PREFIX};
+use crate::train::curriculum::RewardBuffer;
 use crate::train::config::TrainerSettings;
 use crate::train::error::TrainError;
 use crate::train::gae::{gae, standardize};
@@ -66,6 +67,9 @@ pub struct PpoTrainer {
     summaries_taken: usize,
     /// Returns of the episodes finished so far, in order.
     pub episode_returns: Vec<f32>,
+    /// Recent episode returns as the curriculum's completion criteria read them (its
+    /// capacity is set by the lesson manager).
+    pub reward_buffer: RewardBuffer,
     /// Recent decision inputs (observations, masks with 1 = allowed) for the parity record.
     recent_inputs: VecDeque<(Vec<Vec<f32>>, Vec<f32>)>,
     /// The next multiple of `checkpoint_interval` to cross.
@@ -149,6 +153,7 @@ impl PpoTrainer {
             summaries: vec![],
             summaries_taken: 0,
             episode_returns: vec![],
+            reward_buffer: RewardBuffer::new(1),
             recent_inputs: VecDeque::new(),
             next_checkpoint: 0,
             pending_checkpoint: None,
@@ -216,6 +221,7 @@ impl PpoTrainer {
         let (trajectories, episodes) = self.processor.add_steps(worker, decision_steps, terminal_steps, decisions);
         for e in episodes {
             self.episode_returns.push(e.cumulative_reward);
+            self.reward_buffer.push(e.cumulative_reward);
             self.stats.add(CUMULATIVE_REWARD, e.cumulative_reward, StatsAggregation::Average);
             self.stats.add("Environment/Episode Length", e.length as f32, StatsAggregation::Average);
         }
@@ -392,9 +398,15 @@ impl PpoTrainer {
         self.last_mean_reward
     }
 
-    /// Everything a checkpoint holds: the description (labelled `step`) and the tensors
-    /// (actor, critic, Adam's moments, and the parity record of recent decisions).
-    pub fn checkpoint(&self, step: u64) -> (CheckpointDescription, Weights) {
+    /// Drops the episodes in progress (the environment is being reset under them).
+    pub fn end_episodes(&mut self) {
+        self.processor.drop_episodes_in_progress();
+    }
+
+    /// Everything a checkpoint holds: the description (labelled `step`, with the run's
+    /// curriculum if it has one) and the tensors (actor, critic, Adam's moments, and the
+    /// parity record of recent decisions).
+    pub fn checkpoint(&self, step: u64, curriculum: Option<CurriculumRecord>) -> (CheckpointDescription, Weights) {
         let mut tensors = variables(&self.vs);
         tensors.0.extend(self.adam.moments().0);
         tensors.0.extend(self.parity_record(step).0);
@@ -409,6 +421,7 @@ impl PpoTrainer {
             weights_sha256: String::new(),
             reward: self.last_mean_reward,
             creation_time: checkpoint::now(),
+            curriculum,
         };
         (description, tensors)
     }
@@ -497,6 +510,9 @@ impl PpoTrainer {
             self.stats = StatsReporter::new(&self.behavior, self.settings.summary_freq as u64, self.step);
             self.next_checkpoint = 0;
             self.last_mean_reward = checkpoint.description.reward;
+            if let Some(record) = &checkpoint.description.curriculum {
+                self.reward_buffer.restore(&record.reward_buffer);
+            }
         }
         Ok(())
     }
