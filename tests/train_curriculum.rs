@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{finish, temp_dir};
+use common::{event_file, finish, scalars, temp_dir};
 use mlagents::checkpoint::{self, Checkpoint};
 use mlagents::train::config::RunOptions;
 use mlagents::train::ppo::learn::{learn, LearnOptions};
@@ -33,23 +33,6 @@ fn spawn_corridor(config: &Path, run_id: &str, results: &Path, extra: &[&str]) -
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-/// Values a TensorBoard event file records for `tag` (simple values), in order.
-fn scalars(events: &[u8], tag: &str) -> Vec<f32> {
-    let mut values = vec![];
-    for (at, _) in events.windows(tag.len() + 1).enumerate().filter(|(_, w)| &w[1..] == tag.as_bytes() && w[0] as usize == tag.len()) {
-        let after = at + 1 + tag.len();
-        if events.get(after) == Some(&0x15) {
-            values.push(f32::from_le_bytes(events[after + 1..after + 5].try_into().unwrap()));
-        }
-    }
-    values
-}
-
-fn event_file(dir: &Path) -> Vec<u8> {
-    let path = dir.read_dir().unwrap().map(|f| f.unwrap().path()).find(|p| p.file_name().unwrap().to_string_lossy().starts_with("events.out.tfevents")).expect("event file");
-    std::fs::read(path).unwrap()
 }
 
 /// Mean reward of a deterministic play of `model` on the Corridor's default (hardest) goal.
@@ -84,6 +67,10 @@ fn lessons_advance_in_order_and_the_curriculum_beats_the_hardest_lesson_alone() 
         let threshold: f64 = threshold.trim().trim_start_matches("threshold ").parse().unwrap();
         assert!(measured > threshold, "{line}");
     }
+    // Leaving 'Far' (require_reset: true) resets the environments, once, right after it.
+    let resets: Vec<usize> = log.lines().enumerate().filter(|(_, l)| l.contains("require_reset")).map(|(i, _)| i).collect();
+    let far = log.lines().position(|l| l.contains("moves from lesson 'Far'")).unwrap();
+    assert!(resets.len() == 1 && resets[0] > far && resets[0] <= far + 2, "{resets:?} after line {far}: {log}");
     // TensorBoard: the lesson number never goes back and ends at the last lesson; the
     // scene's echo of the parameter follows the lessons' values in order.
     let events = event_file(&dir.join("run/Corridor"));

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{finish, spawn_learn, temp_dir};
+use common::{event_file, finish, scalars, spawn_learn, temp_dir};
 use mlagents::train::config::RunOptions;
 use mlagents::train::ppo::learn::{learn, LearnOptions};
 use std::time::Duration;
@@ -97,41 +97,6 @@ fn shipped_configs_train_on_their_scenes() {
     }
 }
 
-/// The last values a TensorBoard event file records for `tag` (simple values).
-fn scalars(events: &[u8], tag: &str) -> Vec<f32> {
-    // Summary.Value: the tag (field 1), then simple_value (field 2, fixed32: key 0x15).
-    let mut values = vec![];
-    for (at, _) in events.windows(tag.len() + 1).enumerate().filter(|(_, w)| &w[1..] == tag.as_bytes() && w[0] as usize == tag.len()) {
-        let after = at + 1 + tag.len();
-        if events.get(after) == Some(&0x15) {
-            values.push(f32::from_le_bytes(events[after + 1..after + 5].try_into().unwrap()));
-        }
-    }
-    values
-}
-
-/// ML-Agents' `3DBall_randomize.yaml`: the scene receives the uniform samplers with their
-/// seeds (its `Sim/Parameter/<key>` echo is the sampler's mean) and draws its scale from them
-/// (`3DBall/Scale`, within [0.75, 3], not the default 1).
-#[test]
-fn randomized_parameters_reach_the_scene() {
-    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config");
-    let mut run = RunOptions::from_file(&fixtures.join("3DBall_randomize.yaml")).unwrap();
-    let settings = run.behaviors.get_mut("3DBall").unwrap();
-    (settings.max_steps, settings.summary_freq) = (6000, 3000);
-    (run.env_settings.base_port, run.env_settings.seed) = (0, 11);
-    let dir = temp_dir("randomize");
-    let options = LearnOptions { run_dir: Some(dir.clone()), ..LearnOptions::in_memory("sim:3DBall") };
-    learn(&run, &options).unwrap();
-    let events = dir.join("3DBall").read_dir().unwrap().map(|f| f.unwrap().path()).find(|p| p.file_name().unwrap().to_string_lossy().starts_with("events.out.tfevents")).expect("event file");
-    let bytes = std::fs::read(events).unwrap();
-    assert_eq!(scalars(&bytes, "Sim/Parameter/mass").last(), Some(&5.25));
-    assert_eq!(scalars(&bytes, "Sim/Parameter/scale").last(), Some(&1.875));
-    let scales = scalars(&bytes, "3DBall/Scale");
-    assert!(!scales.is_empty() && scales.iter().all(|s| (0.75..=3.0).contains(s) && *s != 1.0), "{scales:?}");
-    let _ = std::fs::remove_dir_all(dir);
-}
-
 /// A scene with two behaviors (`1D?team=0`, `1DOpp?team=1`) trains both, one trainer each;
 /// two teams of one behavior (`1D?team=0`, `1D?team=1`, no self-play) share one trainer.
 #[test]
@@ -172,9 +137,8 @@ fn a_trained_policy_exports_and_plays() {
         env.close().unwrap();
         assert!(report.mean_reward > 0.9, "{}: {report:?}", model.display());
     }
-    let events = dir.join("1D").read_dir().unwrap().map(|f| f.unwrap().path()).find(|p| p.file_name().unwrap().to_string_lossy().starts_with("events.out.tfevents")).expect("event file");
     // ML-Agents' tags, and what the scene sent on the stats side channel.
-    let bytes = std::fs::read(events).unwrap();
+    let bytes = event_file(&dir.join("1D"));
     let has = |tag: &str| bytes.windows(tag.len()).any(|w| w == tag.as_bytes());
     for tag in ["Environment/Cumulative Reward", "Policy/Entropy", "Losses/Value Loss", "Sim/Engine/Time Scale"] {
         assert!(has(tag), "no {tag} in the TensorBoard file");
@@ -342,12 +306,15 @@ fn initialize_from_takes_weights_not_steps() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// 3DBall (its shipped config, 200k steps): trained to reward ~100, exported, and played by
-/// our runner from the `.onnx` and the `.nn`: both within 5% of the training reward.
+/// 3DBall with ML-Agents' `3DBall_randomize.yaml` (its shipped config with the ball's mass
+/// and scale drawn from uniform samplers; 200k steps): the scene receives the samplers with
+/// their seeds (its `Sim/Parameter/<key>` echo is the sampler's mean) and draws within their
+/// ranges at each episode; trained to reward ~100, exported, and played by our runner from
+/// the `.onnx` and the `.nn`: both within 5% of the training reward.
 #[test]
-fn three_d_ball_trained_exported_and_played_in_both_formats() {
+fn three_d_ball_randomized_trained_exported_and_played_in_both_formats() {
     use mlagents::run::{play, LoadOptions, Policy, PolicyDriver};
-    let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config/3DBall.yaml");
+    let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config/3DBall_randomize.yaml");
     let mut run = RunOptions::from_file(&config).unwrap();
     for settings in run.behaviors.values_mut() {
         settings.max_steps = 200_000;
@@ -362,6 +329,13 @@ fn three_d_ball_trained_exported_and_played_in_both_formats() {
     let trained: f32 = last.split("Mean Reward: ").nth(1).and_then(|s| s.split('.').take(2).collect::<Vec<_>>().join(".").parse().ok()).unwrap();
     eprintln!("3DBall: training reward {trained} ({last})");
     assert!(trained >= 90.0, "3DBall did not train: {last}");
+    let events = event_file(&dir.join("3DBall"));
+    assert_eq!(scalars(&events, "Sim/Parameter/mass").last(), Some(&5.25));
+    assert_eq!(scalars(&events, "Sim/Parameter/scale").last(), Some(&1.875));
+    for (tag, range) in [("3DBall/Scale", 0.75..=3.0), ("3DBall/Mass", 0.5..=10.0)] {
+        let drawn = scalars(&events, tag);
+        assert!(drawn.len() > 5 && drawn.iter().all(|v| range.contains(v) && *v != 1.0), "{tag}: {drawn:?}");
+    }
     let onnx = r.onnx.clone().unwrap();
     for model in [onnx.clone(), onnx.with_extension("nn")] {
         let policy = Policy::load(&model, LoadOptions { deterministic: true, ..Default::default() }).unwrap();

@@ -119,6 +119,8 @@ pub struct LessonChange {
     pub measured: f64,
     pub threshold: f64,
     pub behavior: String,
+    /// The behavior's step when it moved.
+    pub step: u64,
     pub episodes: usize,
 }
 
@@ -222,10 +224,11 @@ impl LessonManager {
             Measure::Reward => "reward",
         };
         format!(
-            "Parameter '{}' moves from lesson '{}' to '{}': {measure} of {} is {:.4} > threshold {} (over {} episodes).",
+            "Parameter '{}' moves from lesson '{}' to '{}' at step {}: {measure} of {} is {:.4} > threshold {} (over {} episodes).",
             p.name,
             p.curriculum[change.lesson - 1].name,
             p.curriculum[change.lesson].name,
+            change.step,
             change.behavior,
             change.measured,
             change.threshold,
@@ -271,6 +274,7 @@ impl LessonManager {
                     measured: check.measured.unwrap_or(f64::NAN),
                     threshold: criteria.threshold,
                     behavior: criteria.behavior.clone(),
+                    step: trainer.step,
                     episodes: trainer.rewards.len(),
                 });
             }
@@ -391,7 +395,7 @@ mod tests {
         assert_eq!((update.changes[0].measured, update.changes[0].lesson), (0.51, 1));
         assert!(m.update(&standing(51, 100, &empty)).updated());
         assert_eq!(m.lesson_numbers(), [("p", 2)]);
-        assert!(m.change_line(&update.changes[0]).contains("from lesson 'A' to 'B': progress of fake_behavior is 0.5100 > threshold 0.5"));
+        assert!(m.change_line(&update.changes[0]).contains("from lesson 'A' to 'B' at step 51: progress of fake_behavior is 0.5100 > threshold 0.5"));
         // A behavior with no trainer: never checked.
         let mut other = manager(yaml);
         assert!(!other.update(&BTreeMap::new()).updated());

@@ -78,3 +78,27 @@ pub fn finish(child: std::process::Child) -> (bool, String) {
     let out = child.wait_with_output().unwrap();
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
 }
+
+/// Values a TensorBoard event file records for `tag` (simple values), in order.
+pub fn scalars(events: &[u8], tag: &str) -> Vec<f32> {
+    // Summary.Value: the tag (field 1), then simple_value (field 2, fixed32: key 0x15).
+    let mut values = vec![];
+    for (at, _) in events.windows(tag.len() + 1).enumerate().filter(|(_, w)| &w[1..] == tag.as_bytes() && w[0] as usize == tag.len()) {
+        let after = at + 1 + tag.len();
+        if events.get(after) == Some(&0x15) {
+            values.push(f32::from_le_bytes(events[after + 1..after + 5].try_into().unwrap()));
+        }
+    }
+    values
+}
+
+/// The bytes of the TensorBoard event file in `dir`.
+pub fn event_file(dir: &std::path::Path) -> Vec<u8> {
+    let path = dir
+        .read_dir()
+        .unwrap()
+        .map(|f| f.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("events.out.tfevents"))
+        .expect("event file");
+    std::fs::read(path).unwrap()
+}

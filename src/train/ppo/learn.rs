@@ -438,6 +438,7 @@ impl Session<'_, '_> {
             must_reset |= update.must_reset;
         }
         if must_reset {
+            log::info!("The lesson left asks for a reset (require_reset): the environments reset and the episodes in progress are dropped.");
             self.trainers.values_mut().for_each(PpoTrainer::end_episodes);
         }
         for (parameter, lesson) in self.lessons.lesson_numbers() {
