@@ -739,6 +739,9 @@ impl Context<'_> {
     /// any name when `default_settings` is given), without `?team=` (0.28 silently never
     /// advances such a lesson).
     fn environment_parameters(&self, section: &serde_norway::Value, behaviors: &BTreeMap<String, TrainerSettings>, has_default: bool) -> Result<Vec<EnvironmentParameterSettings>, ConfigError> {
+        if let Some((line, parameter, message)) = environment_parameters::find_yaml_1_1_string(self.text) {
+            return Err(ConfigError::Parameter { file: self.file.into(), line, parameter, message });
+        }
         let parameters = environment_parameters::parse(section).map_err(|e| ConfigError::Parameter {
             file: self.file.into(),
             line: self.line_of(&e.key, &e.parameter),

@@ -147,6 +147,60 @@ pub fn assign_seeds(parameters: &mut [EnvironmentParameterSettings], run_seed: i
     }
 }
 
+/// A number YAML 1.2 reads as a float but PyYAML (YAML 1.1), which 0.28 reads configurations
+/// with, takes for a string: an exponent without a decimal point or without a sign (`1e5`,
+/// `1.0e5`; `1.0e+5` is a float to both).
+fn is_yaml_1_1_string(token: &str) -> bool {
+    let Some((mantissa, exponent)) = token.split_once(['e', 'E']) else { return false };
+    let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit() || c == '_');
+    let mantissa = mantissa.trim_start_matches(['-', '+']);
+    let well_formed = mantissa.split_once('.').is_some_and(|(whole, fraction)| (whole.is_empty() || digits(whole)) && (fraction.is_empty() || digits(fraction)))
+        && exponent.starts_with(['-', '+'])
+        && digits(&exponent[1..]);
+    token.parse::<f64>().is_ok() && !well_formed
+}
+
+/// In a configuration's text, the first constant of `environment_parameters` (a parameter's
+/// shorthand value or a lesson's `value:`) that 0.28 would read as a string, with its line
+/// (1-based), the parameter and 0.28's message. Block-style YAML is scanned; values inside
+/// `sampler_parameters` are converted with `float()` by 0.28 and so are fine.
+pub fn find_yaml_1_1_string(text: &str) -> Option<(usize, String, String)> {
+    let mut in_section = false;
+    let mut parents: Vec<(usize, String)> = vec![];
+    let mut parameter = String::new();
+    for (i, line) in text.lines().enumerate() {
+        let content = line.split(" #").next().unwrap_or_default().trim_end();
+        let trimmed = content.trim_start().trim_start_matches("- ").trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let indent = content.len() - trimmed.len();
+        if indent == 0 {
+            in_section = trimmed.starts_with("environment_parameters:");
+            parents = vec![(0, "environment_parameters".into())];
+            continue;
+        }
+        let Some((key, token)) = trimmed.split_once(':') else { continue };
+        if !in_section {
+            continue;
+        }
+        while parents.last().is_some_and(|(at, _)| *at >= indent) {
+            parents.pop();
+        }
+        let parent = parents.last().map(|(_, k)| k.as_str()).unwrap_or_default();
+        if parent == "environment_parameters" {
+            parameter = key.to_string();
+        }
+        let token = token.trim();
+        if (parent == "environment_parameters" || (key == "value" && parent != "sampler_parameters")) && is_yaml_1_1_string(token) {
+            let message = format!("Unsupported parameter randomization configuration {token}. (ML-Agents reads YAML 1.1, where {token} is a string; write it with a decimal point and a signed exponent, such as 1.0e+5)");
+            return Some((i + 1, parameter, message));
+        }
+        parents.push((indent, key.to_string()));
+    }
+    None
+}
+
 /// A YAML value as 0.28's messages print it.
 fn show(value: &Value) -> String {
     match value {
@@ -482,6 +536,24 @@ mod tests {
         assert!(dumped.find("q:").unwrap() < dumped.find("p:").unwrap(), "{dumped}");
         assert!(dumped.contains("sampler_type: constant") && dumped.contains("seed: 1000"), "{dumped}");
         assert_eq!(parsed(&dumped).unwrap(), p);
+    }
+
+    /// PyYAML reads `1e5` and `1.0e5` as strings, so 0.28 refuses them as constants (but
+    /// converts them inside sampler_parameters).
+    #[test]
+    fn yaml_1_1_strings_are_found_where_0_28_refuses_them() {
+        for token in ["1e5", "1.0e5", "-2E3"] {
+            assert!(is_yaml_1_1_string(token), "{token}");
+        }
+        for token in ["1.0e+5", "1.e-3", ".5e+2", "100000", "2.5", "abc", "e5", ""] {
+            assert!(!is_yaml_1_1_string(token), "{token}");
+        }
+        let text = "behaviors:\n  B: {max_steps: 1e5}\nenvironment_parameters:\n  ok: 1.0e+5\n  s:\n    sampler_type: uniform\n    sampler_parameters:\n      max_value: 1e5\n  wall:\n    curriculum:\n      - name: A # first\n        completion_criteria:\n          behavior: B\n          threshold: 1e5\n        value: 1e5\n";
+        let (line, parameter, message) = find_yaml_1_1_string(text).unwrap();
+        assert_eq!((line, parameter.as_str()), (15, "wall"));
+        assert!(message.starts_with("Unsupported parameter randomization configuration 1e5."), "{message}");
+        assert_eq!(find_yaml_1_1_string("environment_parameters:\n  mass: 2e1\n").map(|f| f.0), Some(2));
+        assert_eq!(find_yaml_1_1_string(&text.replace("value: 1e5", "value: 1.0e+5")), None);
     }
 
     /// 0.28's lesson-line forms (test_settings.py asserts them).
