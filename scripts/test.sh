@@ -5,7 +5,8 @@
 #   peer   the real Python mlagents_envs 0.28.0 client, onnxruntime, onnx and TensorBoard
 #          against our binaries (venv installed into ~/.cache on first use); needs `rust` built;
 #   train  PPO on tch (the `train` feature; libtorch from PyPI's torch==2.13.0, installed into
-#          ~/.cache on first use).
+#          ~/.cache on first use), and the real mlagents-learn 0.28 (added to that venv) on a
+#          curriculum beside ours.
 # Prints the wall time of each step at the end.
 set -euo pipefail
 shopt -s inherit_errexit 2>/dev/null || true
@@ -91,6 +92,9 @@ phase_train() {
   cargo test --features train --test train_ppo --test train_golden --test train_bad_input --test train_curriculum --no-run --quiet 2>&1
   step "PPO on tch: training tests"
   cargo test --features train --test train_ppo --test train_golden --test train_bad_input --test train_curriculum --no-fail-fast --quiet 2>&1 | grep -v '^\[INFO\]'
+  step "trainer peer: the real mlagents-learn 0.28 (added to the torch venv) beside ours on the Corridor curriculum"
+  bash "$(shared_file tools/peer-setup.sh)" "$torch_venv" >/dev/null
+  peer "$torch_venv/bin/python" tests/peer/peer_curriculum.py "$BIN/mlagents-learn" "$BIN/mlagents-sim" tests/fixtures/config/Corridor_curriculum.yaml
 }
 
 phases=("$@")
