@@ -496,6 +496,7 @@ fn checkpoint_files_give_checkpoints_or_errors() {
         reward: Some(0.5),
         creation_time: 0.0,
         curriculum: None,
+        self_play: None,
     };
     let weights = mlagents::policy::Weights::random(&policy, 3);
     let json_path = Checkpoint::write(&dir, description, &weights).unwrap();

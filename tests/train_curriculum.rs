@@ -7,12 +7,12 @@
 
 mod common;
 
-use common::{event_file, finish, scalars, temp_dir};
+use common::{event_file, finish, scalars, spawn_learn_on, temp_dir};
 use mlagents::checkpoint::{self, Checkpoint};
 use mlagents::train::config::RunOptions;
 use mlagents::train::ppo::learn::{learn, LearnOptions};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 const LESSONS: [&str; 4] = ["Near", "Middle", "Far", "Farthest"];
@@ -25,14 +25,7 @@ fn fixture() -> PathBuf {
 }
 
 fn spawn_corridor(config: &Path, run_id: &str, results: &Path, extra: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_mlagents-learn"))
-        .args([config.to_str().unwrap(), "--run-id", run_id, "--env", "sim:Corridor", "--base-port", "0", "--results-dir"])
-        .arg(results)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    spawn_learn_on("Corridor", config, run_id, results, &[&["--base-port", "0"], extra].concat())
 }
 
 /// Mean reward of a deterministic play of `model` on the Corridor's default (hardest) goal.

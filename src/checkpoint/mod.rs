@@ -84,6 +84,10 @@ pub struct CheckpointDescription {
     /// parameters only), so `--resume` continues each lesson exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub curriculum: Option<CurriculumRecord>,
+    /// The behavior's self-play state and the run's team rotation (`train::self_play`), with
+    /// its snapshots among the tensors (`selfplay.*`), when the behavior plays itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_play: Option<serde_json::Value>,
 }
 
 /// The state of a run's lessons as one checkpoint records it: every parameter's lesson and
@@ -312,6 +316,7 @@ mod tests {
             reward: Some(1.5),
             creation_time: 0.0,
             curriculum: None,
+            self_play: None,
         }
     }
 

@@ -11,6 +11,7 @@
 #![allow(clippy::result_large_err)]
 
 use super::environment_parameters::{self, EnvironmentParameterSettings};
+use super::self_play::SelfPlaySettings;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -103,8 +104,21 @@ struct RawTrainerSettings {
     time_horizon: Option<usize>,
     summary_freq: Option<usize>,
     threaded: Option<bool>,
-    self_play: Option<serde_norway::Value>,
+    self_play: Option<RawSelfPlay>,
     behavioral_cloning: Option<serde_norway::Value>,
+}
+
+/// A `self_play` block as the YAML gives it (self-play.md §1; numbers may be written as
+/// floats, `5.0e4`, as 0.28 converts them with `int()`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSelfPlay {
+    save_steps: Option<f64>,
+    team_change: Option<f64>,
+    swap_steps: Option<f64>,
+    window: Option<f64>,
+    play_against_latest_model_ratio: Option<f64>,
+    initial_elo: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -196,6 +210,9 @@ pub struct TrainerSettings {
     pub time_horizon: usize,
     pub summary_freq: usize,
     pub threaded: bool,
+    /// `self_play`, when the behavior has the block.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub self_play: Option<SelfPlaySettings>,
 }
 
 /// What `mlagents-learn`'s command line sets over the YAML (`None`/`false`/empty: not given),
@@ -521,6 +538,7 @@ impl Context<'_> {
             time_horizon: s.time_horizon.or(b.time_horizon).unwrap_or(64),
             summary_freq: s.summary_freq.or(b.summary_freq).unwrap_or(50_000),
             threaded: s.threaded.or(b.threaded).unwrap_or(false),
+            self_play: None,
         };
         let invalid = |message: String| ConfigError::Invalid { file: self.file.into(), message: format!("{name}: {message}") };
         let h = &settings.hyperparameters;
@@ -531,11 +549,51 @@ impl Context<'_> {
             return Err(invalid("time_horizon, summary_freq and num_epoch must be positive".into()));
         }
         self.check_ranges(name, &settings)?;
+        let self_play = match s.self_play.as_ref().or(b.self_play.as_ref()) {
+            Some(raw) => Some(self.self_play(name, raw, settings.max_steps)?),
+            None => None,
+        };
+        Ok(TrainerSettings { self_play, ..settings })
+    }
+
+    /// A `self_play` block with 0.28's defaults (`team_change`: 5 × the given `save_steps`),
+    /// checked where 0.28 crashes or says nothing: `window` at least 1, whole non-negative step
+    /// counts, the ratio in [0, 1], a finite rating; the `team_change > max_steps` warning.
+    fn self_play(&self, name: &str, raw: &RawSelfPlay, max_steps: u64) -> Result<SelfPlaySettings, ConfigError> {
+        let defaults = SelfPlaySettings::default();
+        let whole = |key: &str, v: Option<f64>, default: u64, least: f64| -> Result<u64, ConfigError> {
+            match v {
+                None => Ok(default),
+                Some(x) if x.is_finite() && x >= least && x <= u64::MAX as f64 => Ok(x as u64),
+                Some(x) => Err(self.out_of_range(name, key, x, &format!("it must be a whole number, at least {least}"))),
+            }
+        };
+        let save_steps = whole("save_steps", raw.save_steps, defaults.save_steps, 0.0)?;
+        let settings = SelfPlaySettings {
+            save_steps,
+            team_change: whole("team_change", raw.team_change, save_steps.saturating_mul(5), 0.0)?,
+            swap_steps: whole("swap_steps", raw.swap_steps, defaults.swap_steps, 0.0)?,
+            window: whole("window", raw.window, defaults.window as u64, 1.0)? as usize,
+            play_against_latest_model_ratio: raw.play_against_latest_model_ratio.unwrap_or(defaults.play_against_latest_model_ratio),
+            initial_elo: raw.initial_elo.unwrap_or(defaults.initial_elo),
+        };
+        if !(0.0..=1.0).contains(&settings.play_against_latest_model_ratio) {
+            let ratio = settings.play_against_latest_model_ratio;
+            return Err(self.out_of_range(name, "play_against_latest_model_ratio", ratio, "it is a probability, between 0 and 1"));
+        }
+        if !settings.initial_elo.is_finite() {
+            return Err(self.out_of_range(name, "initial_elo", settings.initial_elo, "it must be a finite number"));
+        }
+        if settings.team_change > max_steps {
+            log::warn!(
+                "The max steps of the GhostTrainer for behavior name {name} is less than team change. This team will not face opposition that has been trained if the opponent is managed by a different GhostTrainer as in an asymmetric game."
+            );
+        }
         Ok(settings)
     }
 
     /// The trainer type, once the features this trainer lacks are refused by name: another
-    /// trainer type (an unknown one is out of range), self-play, behavioral cloning.
+    /// trainer type (an unknown one is out of range), behavioral cloning.
     fn supported_features(&self, name: &str, s: &RawTrainerSettings, b: &RawTrainerSettings) -> Result<String, ConfigError> {
         let trainer_type = s.trainer_type.clone().or_else(|| b.trainer_type.clone()).unwrap_or_else(|| "ppo".into());
         if trainer_type != "ppo" {
@@ -551,13 +609,8 @@ impl Context<'_> {
             }
             return Err(self.unsupported(&format!("trainer_type {trainer_type} of {name}"), "trainer_type", name, "only ppo"));
         }
-        for (key, present) in [
-            ("self_play", s.self_play.is_some() || b.self_play.is_some()),
-            ("behavioral_cloning", s.behavioral_cloning.is_some() || b.behavioral_cloning.is_some()),
-        ] {
-            if present {
-                return Err(self.unsupported(&format!("{key} of {name}"), key, name, "PPO with the extrinsic reward only"));
-            }
+        if s.behavioral_cloning.is_some() || b.behavioral_cloning.is_some() {
+            return Err(self.unsupported(&format!("behavioral_cloning of {name}"), "behavioral_cloning", name, "PPO with the extrinsic reward only"));
         }
         Ok(trainer_type)
     }
@@ -814,13 +867,30 @@ mod tests {
             ("behaviors:\n  B:\n    reward_signals:\n      curiosity:\n        strength: 0.02\n", "curiosity", 4),
             ("behaviors:\n  B:\n    trainer_type: sac\n", "sac", 3),
             ("behaviors:\n  B:\n    network_settings:\n      memory: {memory_size: 16, sequence_length: 64}\n", "memory", 4),
-            ("behaviors:\n  B:\n    self_play: {window: 10}\n", "self_play", 3),
         ];
         for (yaml, what, line) in cases {
             let e = RunOptions::from_yaml(yaml, "t.yaml").unwrap_err();
             let text = e.to_string();
             assert!(text.contains(what) && text.contains(&format!("line {line}")) && text.contains("not supported"), "{text}");
         }
+    }
+
+    /// `self_play` takes 0.28's defaults (team_change: 5 x the given save_steps; floats as
+    /// whole numbers) and refuses what 0.28 crashes on or ignores, with the line.
+    #[test]
+    fn self_play_blocks() {
+        let run = RunOptions::from_yaml("behaviors:\n  B:\n    self_play: {save_steps: 5.0e+4}\n", "t.yaml").unwrap();
+        let sp = run.behaviors["B"].self_play.clone().unwrap();
+        assert_eq!((sp.save_steps, sp.team_change, sp.swap_steps, sp.window, sp.play_against_latest_model_ratio, sp.initial_elo), (50000, 250000, 2000, 10, 0.5, 1200.0));
+        assert!(RunOptions::from_yaml("behaviors:\n  B: {}\n", "t.yaml").unwrap().behaviors["B"].self_play.is_none());
+        let empty = RunOptions::from_yaml("behaviors:\n  B:\n    self_play: {}\n", "t.yaml").unwrap();
+        assert_eq!(empty.behaviors["B"].self_play, Some(SelfPlaySettings::default()));
+        for (block, key) in [("{window: 0}", "window"), ("{swap_steps: -5}", "swap_steps"), ("{play_against_latest_model_ratio: 1.5}", "play_against_latest_model_ratio"), ("{initial_elo: .nan}", "initial_elo")] {
+            let e = RunOptions::from_yaml(&format!("behaviors:\n  B:\n    max_steps: 10\n    self_play: {block}\n"), "t.yaml").unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains("line 4"), "{block}: {e}");
+        }
+        let e = RunOptions::from_yaml("behaviors:\n  B:\n    self_play:\n      play_against_current_self_ratio: 0.5\n", "t.yaml").unwrap_err().to_string();
+        assert!(e.contains("play_against_current_self_ratio") && e.contains("line 4"), "{e}");
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod ppo;
 pub mod run_folder;
 pub mod run_logs;
 pub mod schedule;
+pub mod self_play;
 pub mod stats;
 pub mod tensorboard;
 pub mod trajectory;

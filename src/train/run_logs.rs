@@ -28,12 +28,15 @@ fn checkpoint_entry(run_dir: &Path, behavior: &str, c: &Checkpoint) -> Value {
 
 /// The key 0.28 keeps a parameter's lesson under (`StatusType.LESSON_NUM`).
 pub const LESSON_NUM: &str = "lesson_num";
+/// The key 0.28 keeps a self-play behavior's rating under (`StatusType.ELO`).
+pub const ELO: &str = "elo";
 
 /// Writes `run_logs/training_status.json` from the checkpoints on disk (so a run that
 /// crashed still gets a true list when it is resumed). `final_steps` names each behavior's
 /// final checkpoint, once the run has ended; `lessons` gives each environment parameter's
-/// lesson number (`{"<param>": {"lesson_num": N}}`, as 0.28 keeps it).
-pub fn write_training_status(run_dir: &Path, behaviors: &[String], final_steps: &BTreeMap<String, u64>, lessons: &[(&str, usize)]) -> std::io::Result<()> {
+/// lesson number (`{"<param>": {"lesson_num": N}}`, as 0.28 keeps it), `elos` each self-play
+/// behavior's rating (`{"<behavior>": {"elo": x, ...}}`).
+pub fn write_training_status(run_dir: &Path, behaviors: &[String], final_steps: &BTreeMap<String, u64>, lessons: &[(&str, usize)], elos: &BTreeMap<String, f64>) -> std::io::Result<()> {
     let mut root = Map::new();
     for (parameter, lesson) in lessons {
         root.insert(parameter.to_string(), json!({ LESSON_NUM: lesson }));
@@ -50,6 +53,9 @@ pub fn write_training_status(run_dir: &Path, behaviors: &[String], final_steps: 
                 entry.insert("final_checkpoint".into(), last);
             }
         }
+        if let Some(elo) = elos.get(behavior) {
+            entry.insert(ELO.into(), json!(elo));
+        }
         root.insert(behavior.clone(), Value::Object(entry));
     }
     root.insert(
@@ -61,9 +67,10 @@ pub fn write_training_status(run_dir: &Path, behaviors: &[String], final_steps: 
     write_atomic(&logs.join("training_status.json"), &serde_json::to_vec_pretty(&Value::Object(root)).expect("json"))
 }
 
-/// The lesson numbers a `training_status.json` keeps (0.28's or ours), or None when the file
-/// does not exist. A file that is not JSON, or has no `metadata` (0.28's check), is an error.
-pub fn read_lesson_numbers(path: &Path) -> Result<Option<BTreeMap<String, usize>>, String> {
+/// The values a `training_status.json` keeps under `key` in each entry (`lesson_num` of
+/// parameters, `elo` of behaviors; 0.28's or ours), or None when the file does not exist. A
+/// file that is not JSON, or has no `metadata` (0.28's check), is an error.
+pub fn read_status_values(path: &Path, key: &str) -> Result<Option<BTreeMap<String, f64>>, String> {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -74,8 +81,7 @@ pub fn read_lesson_numbers(path: &Path) -> Result<Option<BTreeMap<String, usize>
     if !root.contains_key("metadata") {
         return Err(format!("{}: Metadata not found, resuming from an incompatible version of ML-Agents.", path.display()));
     }
-    let lessons = root.iter().filter_map(|(name, entry)| Some((name.clone(), entry.get(LESSON_NUM)?.as_u64()? as usize))).collect();
-    Ok(Some(lessons))
+    Ok(Some(root.iter().filter_map(|(name, entry)| Some((name.clone(), entry.get(key)?.as_f64()?))).collect()))
 }
 
 /// Hierarchical timers (one level below the root) and gauges, as `timers.json` holds them.
@@ -146,21 +152,24 @@ impl Timers {
 mod tests {
     use super::*;
 
-    /// Lessons are written as 0.28 keeps them (`{"<param>": {"lesson_num": N}}`) and read
-    /// back; a missing file is None; a file without metadata gets 0.28's message.
+    /// Lessons and ratings are written as 0.28 keeps them (`{"<param>": {"lesson_num": N}}`,
+    /// `{"<behavior>": {"elo": x}}`) and read back; a missing file is None; a file without metadata gets 0.28's message.
     #[test]
-    fn lesson_numbers_round_trip_through_training_status() {
+    fn lessons_and_ratings_round_trip_through_training_status() {
         let dir = std::env::temp_dir().join(format!("mlagents-run-logs-{}", std::process::id()));
         let path = dir.join("run_logs/training_status.json");
-        assert_eq!(read_lesson_numbers(&path), Ok(None));
-        write_training_status(&dir, &[], &BTreeMap::new(), &[("wall", 2), ("mass", 0)]).unwrap();
+        assert_eq!(read_status_values(&path, LESSON_NUM), Ok(None));
+        let elos = BTreeMap::from([("B".to_string(), 1234.5)]);
+        write_training_status(&dir, &["B".into()], &BTreeMap::new(), &[("wall", 2), ("mass", 0)], &elos).unwrap();
         let json: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(json["wall"], json!({"lesson_num": 2}));
-        assert_eq!(read_lesson_numbers(&path).unwrap().unwrap(), BTreeMap::from([("wall".to_string(), 2), ("mass".to_string(), 0)]));
+        assert_eq!(json["B"]["elo"], json!(1234.5));
+        assert_eq!(read_status_values(&path, LESSON_NUM).unwrap().unwrap(), BTreeMap::from([("wall".to_string(), 2.0), ("mass".to_string(), 0.0)]));
+        assert_eq!(read_status_values(&path, ELO).unwrap().unwrap(), elos);
         std::fs::write(&path, r#"{"wall": {"lesson_num": 1}}"#).unwrap();
-        assert!(read_lesson_numbers(&path).unwrap_err().contains("Metadata not found"));
+        assert!(read_status_values(&path, LESSON_NUM).unwrap_err().contains("Metadata not found"));
         std::fs::write(&path, "{").unwrap();
-        assert!(read_lesson_numbers(&path).unwrap_err().contains("not JSON"));
+        assert!(read_status_values(&path, LESSON_NUM).unwrap_err().contains("not JSON"));
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -33,16 +33,20 @@ pub struct StatsReporter {
     summary_freq: u64,
     next_summary: u64,
     values: BTreeMap<String, (Vec<f32>, StatsAggregation)>,
+    /// Appended to the console line (self-play: the learning team and the opponents).
+    pub context: Option<String>,
 }
 
 /// Tag of the episode rewards on the console.
 pub const CUMULATIVE_REWARD: &str = "Environment/Cumulative Reward";
+/// Tag of a self-play behavior's rating (0.28's spelling).
+pub const ELO: &str = "Self-play/ELO";
 
 impl StatsReporter {
     /// Summaries come at every multiple of `summary_freq`, the first one after `step`.
     pub fn new(behavior: &str, summary_freq: u64, step: u64) -> Self {
         let freq = summary_freq.max(1);
-        Self { behavior: behavior.into(), summary_freq: freq, next_summary: (step / freq + 1) * freq, values: BTreeMap::new() }
+        Self { behavior: behavior.into(), summary_freq: freq, next_summary: (step / freq + 1) * freq, values: BTreeMap::new(), context: None }
     }
 
     /// Records a value (averaged at the next summary unless its aggregation says otherwise).
@@ -65,16 +69,21 @@ impl StatsReporter {
 
     /// The console line ML-Agents 0.28 prints, e.g.
     /// `3DBall. Step: 12000. Time Elapsed: 25.831 s. Mean Reward: 1.234. Std of Reward: 0.567. Training.`
+    /// (with self-play, ` ELO: 1201.234.` after it when a game was rated), then our context.
     pub fn console_line(&self, step: u64, elapsed_s: f64, training: bool) -> String {
         let rewards = self.values.get(CUMULATIVE_REWARD).and_then(|(v, _)| StatsSummary::of(v));
         let state = if training { "Training" } else { "Not Training" };
+        let context = self.context.as_ref().map(|c| format!(" {c}.")).unwrap_or_default();
         match rewards {
             Some(s) => format!(
-                "{}. Step: {step}. Time Elapsed: {elapsed_s:.3} s. Mean Reward: {:.3}. Std of Reward: {:.3}. {state}.",
-                self.behavior, s.mean, s.std
+                "{}. Step: {step}. Time Elapsed: {elapsed_s:.3} s. Mean Reward: {:.3}. Std of Reward: {:.3}. {state}.{}{context}",
+                self.behavior,
+                s.mean,
+                s.std,
+                self.mean(ELO).map(|e| format!(" ELO: {e:.3}.")).unwrap_or_default()
             ),
             None => format!(
-                "{}. Step: {step}. Time Elapsed: {elapsed_s:.3} s. No episode was completed since last summary. {state}.",
+                "{}. Step: {step}. Time Elapsed: {elapsed_s:.3} s. No episode was completed since last summary. {state}.{context}",
                 self.behavior
             ),
         }

@@ -63,8 +63,14 @@ pub fn golden_case_dir(case: &str) -> std::path::PathBuf {
 /// Starts `mlagents-learn CONFIG --run-id ID --env sim:Simple1DDiscrete --results-dir DIR EXTRA...`.
 #[cfg(feature = "train")]
 pub fn spawn_learn(config: &std::path::Path, run_id: &str, results: &std::path::Path, extra: &[&str]) -> std::process::Child {
+    spawn_learn_on("Simple1DDiscrete", config, run_id, results, extra)
+}
+
+/// Starts `mlagents-learn CONFIG --run-id ID --env sim:SCENE --results-dir DIR EXTRA...`.
+#[cfg(feature = "train")]
+pub fn spawn_learn_on(scene: &str, config: &std::path::Path, run_id: &str, results: &std::path::Path, extra: &[&str]) -> std::process::Child {
     std::process::Command::new(env!("CARGO_BIN_EXE_mlagents-learn"))
-        .args([config.to_str().unwrap(), "--run-id", run_id, "--env", "sim:Simple1DDiscrete", "--results-dir"])
+        .args([config.to_str().unwrap(), "--run-id", run_id, "--env", &format!("sim:{scene}"), "--results-dir"])
         .arg(results)
         .args(extra)
         .stdout(std::process::Stdio::piped())

@@ -43,6 +43,8 @@ pub const SCENES: &[SceneInfo] = &[
     SceneInfo { name: "MultiAgentGroup", description: "test suite MultiAgentEnvironment: 2 agents in group 1, group reward" },
     SceneInfo { name: "Ghost1D", description: "test suite ghost scene: `1D?team=0` and `1D?team=1`, 1 branch of 2" },
     SceneInfo { name: "AsymmetricGhost1D", description: "test suite asymmetric ghost scene: `1D?team=0` and `1DOpp?team=1`" },
+    SceneInfo { name: "Ghost1DContinuous", description: "Ghost1D with 1 continuous action (the upstream ghost tests' (1, 0) case)" },
+    SceneInfo { name: "AsymmetricGhost1DContinuous", description: "AsymmetricGhost1D with 1 continuous action" },
     SceneInfo { name: "Corridor", description: "curriculum scene: 8 agents walk to a goal `goal_distance` cells ahead (env parameter, default 90) or a small one 3 behind" },
     SceneInfo { name: "Race", description: "competitive, symmetric: `Race?team=0` vs `Race?team=1`, first to the goal wins" },
     SceneInfo { name: "RaceAsymmetric", description: "competitive, 2 vs 1: `RaceDuo?team=0` (group) vs a faster `RaceSolo?team=1`" },
@@ -71,14 +73,11 @@ pub fn build(name: &str) -> Option<Box<dyn Scene>> {
         "Memory1DDiscrete" => Box::new(SimpleScene::new(SimpleConfig { memory: true, ..simple(0, 1, 0.2) })),
         "Memory1DContinuous" => Box::new(SimpleScene::new(SimpleConfig { memory: true, ..simple(1, 0, 0.2) })),
         "MultiAgentGroup" => Box::new(SimpleScene::new(SimpleConfig { group_size: 2, ..simple(1, 0, 0.2) })),
-        "Ghost1D" => Box::new(SimpleScene::new(SimpleConfig {
-            behaviors: vec!["1D?team=0".into(), "1D?team=1".into()],
-            ..simple(0, 1, 0.2)
-        })),
-        "AsymmetricGhost1D" => Box::new(SimpleScene::new(SimpleConfig {
-            behaviors: vec!["1D?team=0".into(), "1DOpp?team=1".into()],
-            ..simple(0, 1, 0.2)
-        })),
+        "Ghost1D" | "Ghost1DContinuous" | "AsymmetricGhost1D" | "AsymmetricGhost1DContinuous" => {
+            let opponent = if name.starts_with("Asymmetric") { "1DOpp?team=1" } else { "1D?team=1" };
+            let (c, d) = if name.ends_with("Continuous") { (1, 0) } else { (0, 1) };
+            Box::new(SimpleScene::new(SimpleConfig { behaviors: vec!["1D?team=0".into(), opponent.into()], ..simple(c, d, 0.2) }))
+        }
         "Corridor" => Box::new(Corridor::new()),
         "Race" => Box::new(Race::symmetric()),
         "RaceAsymmetric" => Box::new(Race::asymmetric()),

@@ -4,6 +4,7 @@
 //! `checkpoint_interval`, until every trainer has reached `max_steps` or a stop is requested;
 //! then a final checkpoint, the final exports, and the run logs.
 
+use super::league::League;
 use super::trainer::PpoTrainer;
 use crate::comm::side_channel::{shared, StatsSideChannel, EngineConfig, EngineConfigurationChannel, EnvironmentParametersChannel, SharedSideChannel};
 use crate::env::{EnvOptions, VecEnv};
@@ -13,7 +14,7 @@ use crate::export::{export_checkpoint, ExportOptions};
 use crate::checkpoint;
 use crate::train::error::TrainError;
 use crate::train::curriculum::{LessonManager, RewardBuffer, TrainerStanding, LESSON_NUMBER_TAG};
-use crate::train::run_logs::{read_lesson_numbers, write_training_status, Timers};
+use crate::train::run_logs::{read_status_values, write_training_status, Timers, ELO, LESSON_NUM};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -77,6 +78,9 @@ pub struct BehaviorResult {
     pub onnx: Option<PathBuf>,
     /// Steps of the checkpoints written in this session.
     pub checkpoints: Vec<u64>,
+    /// Returns of the episodes each team finished, in order (with self-play, whether the
+    /// trainable network or a ghost played it).
+    pub team_returns: BTreeMap<i32, Vec<f32>>,
 }
 
 /// The stats channel of one environment (what the scene reports, e.g. `Sim/...` values).
@@ -157,10 +161,14 @@ fn remove_event_files(dir: &Path) {
 /// Writes a checkpoint labelled `step` into `<run>/<Behavior>/` (with the curriculum's state
 /// when the run has environment parameters), verifies it by reading it back, exports
 /// `<Behavior>-<step>.onnx` / `.nn` beside it, and drops the oldest beyond `keep_checkpoints`.
-fn save_checkpoint(trainer: &PpoTrainer, lessons: &LessonManager, run_dir: &Path, step: u64) -> Result<checkpoint::Checkpoint, TrainError> {
+fn save_checkpoint(trainer: &PpoTrainer, lessons: &LessonManager, league: &League, run_dir: &Path, step: u64) -> Result<checkpoint::Checkpoint, TrainError> {
     let dir = run_dir.join(&trainer.behavior);
     let curriculum = (!lessons.is_empty()).then(|| lessons.record(&trainer.reward_buffer));
-    let (description, tensors) = trainer.checkpoint(step, curriculum);
+    let (mut description, mut tensors) = trainer.checkpoint(step, curriculum);
+    if let Some((record, self_play_tensors)) = league.record(&trainer.behavior) {
+        description.self_play = Some(record);
+        tensors.0.extend(self_play_tensors.0);
+    }
     let path = checkpoint::Checkpoint::write(&dir, description, &tensors).map_err(|source| TrainError::Checkpoint { context: None, source })?;
     let saved = checkpoint::Checkpoint::read(&path).map_err(|e| TrainError::checkpoint("checkpoint written but unreadable", e))?;
     let stem = checkpoint::stem(&trainer.behavior, step);
@@ -192,8 +200,11 @@ fn restore_lessons(run_dir: &Path, lessons: &mut LessonManager) -> Result<(), Tr
         return Ok(());
     }
     let status = training_status_path(run_dir);
-    match read_lesson_numbers(&status).map_err(TrainError::Mismatch)? {
-        Some(numbers) => lessons.restore(&numbers, &BTreeMap::new(), &status.display().to_string()).map_err(|e| TrainError::Mismatch(e.to_string())),
+    match read_status_values(&status, LESSON_NUM).map_err(TrainError::Mismatch)? {
+        Some(numbers) => {
+            let numbers = numbers.into_iter().map(|(name, n)| (name, n as usize)).collect();
+            lessons.restore(&numbers, &BTreeMap::new(), &status.display().to_string()).map_err(|e| TrainError::Mismatch(e.to_string()))
+        }
         None => {
             log::warn!("Training status file not found. Not all functions will resume properly.");
             Ok(())
@@ -257,6 +268,8 @@ pub fn learn_observed(run: &RunOptions, options: &LearnOptions, observer: &mut d
         options,
         seed,
         trainers: BTreeMap::new(),
+        league: League::new(seed),
+        team_returns: BTreeMap::new(),
         lessons,
         parameter_channels: &parameter_channels,
         team_specs: BTreeMap::new(),
@@ -313,6 +326,10 @@ struct Session<'a, 'o> {
     seed: u64,
     /// One trainer per behavior (brain) name.
     trainers: BTreeMap<String, PpoTrainer>,
+    /// The self-play behaviors and their team rotation.
+    league: League,
+    /// Returns of the episodes each team of each behavior finished (whoever played it).
+    team_returns: BTreeMap<(String, i32), Vec<f32>>,
     /// Every environment parameter's lesson.
     lessons: LessonManager,
     /// Each environment's parameters channel (lesson values are queued on it).
@@ -333,37 +350,34 @@ impl Session<'_, '_> {
     /// Acts for every behavior of every environment, trains where a buffer is full, writes due
     /// checkpoints and steps the environments. Returns false once every trainer is done.
     fn advance(&mut self, envs: &mut VecEnv, stats_channels: &[StatsChannel]) -> Result<bool, TrainError> {
+        self.register_new_behaviors(envs)?;
         let mut checkpointed = false;
         for (worker, env) in envs.envs_mut().iter_mut().enumerate() {
             for name in env.behavior_names() {
-                // Without self-play, the teams of one behavior share its policy, as ML-Agents'
-                // PPO trainer does.
                 let parsed = BehaviorName::parse(&name);
-                let spec = env.behavior_specs()[&name].clone();
-                if !self.trainers.contains_key(&parsed.name) {
-                    self.trainers.insert(parsed.name.clone(), create_trainer(self.run, self.options, &self.lessons, &name, &spec, self.seed)?);
-                    self.team_specs.insert(parsed.name.clone(), spec.clone());
-                } else if !self.seen.contains(&name) {
-                    let shapes = |s: &crate::spec::BehaviorSpec| (s.observation_specs.iter().map(|o| o.shape.clone()).collect::<Vec<_>>(), s.action_spec.clone());
-                    if shapes(&self.team_specs[&parsed.name]) != shapes(&spec) {
-                        return Err(TrainError::Mismatch(format!("{name} and another team of {} have different behavior specs; one policy cannot serve both", parsed.name)));
-                    }
-                    log::warn!("{} has several teams; without self-play they share one policy", parsed.name);
-                }
-                self.seen.insert(name.clone());
-                let trainer = self.trainers.get_mut(&parsed.name).expect("inserted above");
+                let trainer = self.trainers.get_mut(&parsed.name).expect("registered above");
                 let timers = &mut self.timers;
                 let (decisions, terminals) = env.get_steps(&name)?;
-                let (actions, chosen) = timers.time("act", || trainer.act(&decisions))?;
-                if trainer.should_train() {
-                    let source = agent_source(worker, parsed.team_id);
-                    timers.time("process_trajectory", || trainer.ingest(source, &decisions, &terminals, chosen));
-                }
+                let source = agent_source(worker, parsed.team_id);
+                let (actions, returns) = if self.league.ghost_plays(&parsed.name, parsed.team_id) {
+                    timers.time("act", || self.league.act(&parsed.name, parsed.team_id, source, &decisions, &terminals))?
+                } else {
+                    let (actions, chosen) = timers.time("act", || trainer.act(&decisions))?;
+                    // A self-play learning team's steps count past max_steps (they drive team changes).
+                    if trainer.should_train() || self.league.has(&parsed.name) {
+                        let ingested = timers.time("process_trajectory", || trainer.ingest(source, &decisions, &terminals, chosen));
+                        self.league.rate(&parsed.name, &ingested.games, trainer);
+                        (actions, ingested.episode_returns)
+                    } else {
+                        (actions, vec![])
+                    }
+                };
+                self.team_returns.entry((parsed.name.clone(), parsed.team_id)).or_default().extend(returns);
                 for line in trainer.new_summaries() {
                     self.observer.summary(&line);
                 }
                 if let (Some(step), Some(dir)) = (trainer.pending_checkpoint.take(), &self.options.run_dir) {
-                    timers.time("save_checkpoint", || save_checkpoint(trainer, &self.lessons, dir, step))?;
+                    timers.time("save_checkpoint", || save_checkpoint(trainer, &self.lessons, &self.league, dir, step))?;
                     self.checkpoints.entry(trainer.behavior.clone()).or_default().push(step);
                     checkpointed = true;
                 }
@@ -374,16 +388,15 @@ impl Session<'_, '_> {
             // As ML-Agents: the status lists the checkpoints as they are written, so it is
             // true after a crash too.
             let behaviors: Vec<String> = self.trainers.keys().cloned().collect();
-            write_training_status(dir, &behaviors, &BTreeMap::new(), &self.lessons.lesson_numbers()).map_err(|e| TrainError::writing(training_status_path(dir), e))?;
+            write_training_status(dir, &behaviors, &BTreeMap::new(), &self.lessons.lesson_numbers(), &self.league.elos()).map_err(|e| TrainError::writing(training_status_path(dir), e))?;
         }
         if let (Some(yaml), Some(dir)) = (self.configuration_pending.take(), &self.options.run_dir) {
             let path = dir.join("configuration.yaml");
             checkpoint::write_atomic(&path, yaml.as_bytes()).map_err(|e| TrainError::writing(path, e))?;
         }
-        for trainer in self.trainers.values_mut() {
-            if trainer.should_train() {
-                self.timers.time("update_policy", || trainer.maybe_update())?;
-            }
+        for (behavior, trainer) in self.trainers.iter_mut() {
+            let updated = trainer.should_train() && self.timers.time("update_policy", || trainer.maybe_update())?;
+            self.league.advance(behavior, trainer, updated);
         }
         let total: u64 = self.trainers.values().map(|t| t.settings.max_steps).sum();
         let done: u64 = self.trainers.values().map(|t| t.step.min(t.settings.max_steps)).sum();
@@ -392,7 +405,11 @@ impl Session<'_, '_> {
         if !self.trainers.is_empty() && self.trainers.values().all(|t| !t.should_train()) {
             return Ok(false);
         }
-        if self.advance_lessons(envs.envs_mut().len())? {
+        let lessons_reset = self.advance_lessons(envs.envs_mut().len())?;
+        // A team change resets the environments as a lesson's require_reset does.
+        if self.league.take_reset() || lessons_reset {
+            self.trainers.values_mut().for_each(PpoTrainer::end_episodes);
+            self.league.end_episodes();
             self.timers.time("env_reset", || envs.reset())?;
         } else {
             self.timers.time("env_step", || envs.step())?;
@@ -408,6 +425,64 @@ impl Session<'_, '_> {
             }
         }
         Ok(true)
+    }
+
+    /// Creates the trainers of behaviors seen for the first time (one per behavior name;
+    /// teams of one behavior share it) and registers their teams with the league, lowest team
+    /// id first; on `--resume`, a self-play behavior then continues its recorded state.
+    fn register_new_behaviors(&mut self, envs: &mut VecEnv) -> Result<(), TrainError> {
+        let mut new: Vec<(i32, String, crate::spec::BehaviorSpec)> = vec![];
+        for env in envs.envs_mut().iter() {
+            for name in env.behavior_names() {
+                if !self.seen.contains(&name) && !new.iter().any(|(_, n, _)| *n == name) {
+                    new.push((BehaviorName::parse(&name).team_id, name.clone(), env.behavior_specs()[&name].clone()));
+                }
+            }
+        }
+        if new.is_empty() {
+            return Ok(());
+        }
+        new.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        let first_round = self.seen.is_empty();
+        let mut created = vec![];
+        for (team, name, spec) in new {
+            let brain = BehaviorName::parse(&name).name;
+            if !self.trainers.contains_key(&brain) {
+                self.trainers.insert(brain.clone(), create_trainer(self.run, self.options, &self.lessons, &name, &spec, self.seed)?);
+                self.team_specs.insert(brain.clone(), spec.clone());
+                created.push(brain.clone());
+            } else {
+                let shapes = |s: &crate::spec::BehaviorSpec| (s.observation_specs.iter().map(|o| o.shape.clone()).collect::<Vec<_>>(), s.action_spec.clone());
+                if shapes(&self.team_specs[&brain]) != shapes(&spec) {
+                    return Err(TrainError::Mismatch(format!("{name} and another team of {brain} have different behavior specs; one policy cannot serve both")));
+                }
+                if self.trainers[&brain].settings.self_play.is_none() {
+                    // As ML-Agents' PPO trainer: without self-play, the teams share one policy.
+                    log::warn!("{brain} has several teams; without self-play they share one policy");
+                }
+            }
+            let initial_elo = self.stored_elo(&brain);
+            self.league.register(&self.trainers[&brain], team, initial_elo);
+            self.seen.insert(name);
+        }
+        if first_round {
+            self.league.drop_lonely_behaviors();
+        }
+        if let (true, Some(dir)) = (self.options.resume, &self.options.run_dir) {
+            for brain in &created {
+                if let (true, Ok(c)) = (self.league.has(brain), checkpoint::latest(&dir.join(brain), brain)) {
+                    self.league.restore(brain, &c)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `--resume` without a recorded self-play state: the rating 0.28 keeps in
+    /// `training_status.json` (`<behavior>.elo`).
+    fn stored_elo(&self, behavior: &str) -> Option<f64> {
+        let dir = self.options.run_dir.as_ref().filter(|_| self.options.resume)?;
+        read_status_values(&training_status_path(dir), ELO).ok().flatten()?.get(behavior).copied()
     }
 
     /// 0.28's `reset_env_if_ready`, once per environment stepped: lessons whose criteria are
@@ -439,7 +514,6 @@ impl Session<'_, '_> {
         }
         if must_reset {
             log::info!("The lesson left asks for a reset (require_reset): the environments reset and the episodes in progress are dropped.");
-            self.trainers.values_mut().for_each(PpoTrainer::end_episodes);
         }
         for (parameter, lesson) in self.lessons.lesson_numbers() {
             let tag = format!("{LESSON_NUMBER_TAG}{parameter}");
@@ -458,7 +532,7 @@ impl Session<'_, '_> {
             if trainer.diverged {
                 log::warn!("{}: not checkpointed (its weights are not finite); its last checkpoint on disk is its last good one", trainer.behavior);
             } else if let Some(dir) = &self.options.run_dir {
-                let saved = save_checkpoint(trainer, &self.lessons, dir, trainer.step)?;
+                let saved = save_checkpoint(trainer, &self.lessons, &self.league, dir, trainer.step)?;
                 self.checkpoints.entry(trainer.behavior.clone()).or_default().push(trainer.step);
                 let exported = export_checkpoint(&saved, dir, &trainer.behavior, ExportOptions::default(), true)?;
                 if let Some(why) = &exported.nn_skipped {
@@ -479,12 +553,13 @@ impl Session<'_, '_> {
                     summaries: trainer.summaries.clone(),
                     onnx,
                     checkpoints: self.checkpoints.get(&trainer.behavior).cloned().unwrap_or_default(),
+                    team_returns: self.team_returns.iter().filter(|((b, _), _)| *b == trainer.behavior).map(|((_, t), r)| (*t, r.clone())).collect(),
                 },
             );
         }
         if let Some(dir) = &self.options.run_dir {
             let behaviors: Vec<String> = self.trainers.keys().cloned().collect();
-            write_training_status(dir, &behaviors, &final_steps, &self.lessons.lesson_numbers()).map_err(|e| TrainError::writing(training_status_path(dir), e))?;
+            write_training_status(dir, &behaviors, &final_steps, &self.lessons.lesson_numbers(), &self.league.elos()).map_err(|e| TrainError::writing(training_status_path(dir), e))?;
             self.timers.write(dir).map_err(|e| TrainError::writing(dir.join("run_logs").join("timers.json"), e))?;
         }
         Ok(results)

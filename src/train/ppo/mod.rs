@@ -1,7 +1,9 @@
 //! PPO on tch (the `train` feature): networks ([`networks`]), one behavior's trainer
-//! ([`trainer`]) and the loop over environments ([`learn`]).
+//! ([`trainer`]), self-play's networks ([`ghost`]) and the loop over environments ([`learn`]).
 
 pub mod adam;
+pub mod ghost;
+pub mod league;
 pub mod learn;
 pub mod networks;
 pub mod trainer;

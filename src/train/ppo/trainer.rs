@@ -96,6 +96,59 @@ fn rows_to_tensor(rows: &[&Row], get: impl Fn(&Row) -> &[f32], width: usize) -> 
     Tensor::from_slice(&data).reshape([rows.len() as i64, width as i64])
 }
 
+/// What one step of a source of agents completed.
+pub struct Ingested {
+    /// The returns of the episodes that ended.
+    pub episode_returns: Vec<f32>,
+    /// The last reward (plus group reward) of each episode that ended on its own.
+    pub games: Vec<f32>,
+}
+
+/// Actions an actor sampled for decision steps.
+pub struct Sampled {
+    /// What the environment is sent (continuous actions clipped to [-3, 3] and divided by 3).
+    pub actions: ActionTuple,
+    /// What the trajectories record (raw samples and their log-probabilities).
+    pub decisions: Vec<Decision>,
+    /// The policy's entropy for each agent.
+    pub entropy: Vec<f32>,
+}
+
+/// Samples actions from `actor` for every agent of `steps`; None when the outputs are not
+/// finite (a diverged network).
+pub fn sample_actions(actor: &Actor, description: &PolicyDescription, steps: &DecisionSteps) -> Option<Sampled> {
+    let n = steps.len();
+    if n == 0 {
+        return Some(Sampled { actions: ActionTuple::zeros(&description.action_spec, 0), decisions: vec![], entropy: vec![] });
+    }
+    let obs: Vec<Tensor> = steps.obs.iter().map(|b| Tensor::from_slice(&b.data).reshape([n as i64, b.agent_len() as i64])).collect();
+    let total = description.action_spec.mask_len();
+    let masks = (total > 0).then(|| Tensor::from_slice(&steps.allowed_actions()).reshape([n as i64, total as i64]));
+    let out = tch::no_grad(|| actor.forward(&obs, masks.as_ref(), None, false));
+    let c = description.action_spec.continuous_size;
+    let nb = description.action_spec.discrete_size();
+    let raw: Vec<f32> = Vec::<f32>::try_from(out.continuous.flatten(0, -1)).unwrap_or_default();
+    let discrete: Vec<i64> = Vec::<i64>::try_from(out.discrete.flatten(0, -1)).unwrap_or_default();
+    let log_probs: Vec<f32> = Vec::<f32>::try_from(out.log_probs.flatten(0, -1)).unwrap_or_default();
+    let entropy: Vec<f32> = Vec::<f32>::try_from(out.entropy).unwrap_or_default();
+    if raw.iter().chain(&log_probs).any(|v| !v.is_finite()) {
+        return None;
+    }
+    let k = c + nb;
+    let decisions = (0..n)
+        .map(|a| Decision {
+            continuous: raw[a * c..(a + 1) * c].to_vec(),
+            discrete: discrete[a * nb..(a + 1) * nb].iter().map(|d| *d as i32).collect(),
+            log_probs: log_probs[a * k..(a + 1) * k].to_vec(),
+        })
+        .collect();
+    let actions = ActionTuple {
+        continuous: raw.iter().map(|v| v.clamp(-model::ACTION_CLIP, model::ACTION_CLIP) / model::ACTION_CLIP).collect(),
+        discrete: discrete.iter().map(|d| *d as i32).collect(),
+    };
+    Some(Sampled { actions, decisions, entropy })
+}
+
 impl PpoTrainer {
     pub fn new(behavior: &str, spec: &BehaviorSpec, settings: TrainerSettings, seed: u64, tensorboard: Option<&std::path::Path>) -> Result<Self, TrainError> {
         if let Some(o) = spec.observation_specs.iter().find(|o| o.shape.len() != 1 && SimpleVisualEncoder::of(&o.shape).is_none()) {
@@ -170,29 +223,16 @@ impl PpoTrainer {
     /// Samples actions for the agents that need a decision. Outputs that are not finite (a
     /// diverged network) are an error, and mark the trainer [`diverged`](Self::diverged).
     pub fn act(&mut self, steps: &DecisionSteps) -> Result<(ActionTuple, Vec<Decision>), TrainError> {
-        let n = steps.len();
-        if n == 0 {
-            return Ok((ActionTuple::zeros(&self.description.action_spec, 0), vec![]));
-        }
-        let obs: Vec<Tensor> = steps.obs.iter().map(|b| Tensor::from_slice(&b.data).reshape([n as i64, b.agent_len() as i64])).collect();
-        let total = self.description.action_spec.mask_len();
-        let masks = (total > 0).then(|| Tensor::from_slice(&steps.allowed_actions()).reshape([n as i64, total as i64]));
-        let out = tch::no_grad(|| self.actor.forward(&obs, masks.as_ref(), None, false));
-        let c = self.description.action_spec.continuous_size;
-        let nb = self.description.action_spec.discrete_size();
-        let raw: Vec<f32> = Vec::<f32>::try_from(out.continuous.flatten(0, -1)).unwrap_or_default();
-        let discrete: Vec<i64> = Vec::<i64>::try_from(out.discrete.flatten(0, -1)).unwrap_or_default();
-        let log_probs: Vec<f32> = Vec::<f32>::try_from(out.log_probs.flatten(0, -1)).unwrap_or_default();
-        let entropy: Vec<f32> = Vec::<f32>::try_from(out.entropy).unwrap_or_default();
-        if raw.iter().chain(&log_probs).any(|v| !v.is_finite()) {
+        let Some(sampled) = sample_actions(&self.actor, &self.description, steps) else {
             self.diverged = true;
             return Err(self.divergence("the policy's outputs became non-finite", self.learning_rate.value(self.step)));
-        }
-        for e in entropy {
+        };
+        for e in sampled.entropy {
             self.stats.add("Policy/Entropy", e, StatsAggregation::Average);
         }
-        let mask_values = masks.as_ref().map(|_| steps.allowed_actions()).unwrap_or_default();
-        for a in 0..n.min(PARITY_ROWS) {
+        let total = self.description.action_spec.mask_len();
+        let mask_values = if total > 0 { steps.allowed_actions() } else { vec![] };
+        for a in 0..steps.len().min(PARITY_ROWS) {
             let observations = steps.obs.iter().map(|b| b.agent(a).to_vec()).collect();
             let mask = if total > 0 { mask_values[a * total..(a + 1) * total].to_vec() } else { vec![] };
             if self.recent_inputs.len() == PARITY_ROWS {
@@ -200,25 +240,18 @@ impl PpoTrainer {
             }
             self.recent_inputs.push_back((observations, mask));
         }
-        let k = c + nb;
-        let decisions = (0..n)
-            .map(|a| Decision {
-                continuous: raw[a * c..(a + 1) * c].to_vec(),
-                discrete: discrete[a * nb..(a + 1) * nb].iter().map(|d| *d as i32).collect(),
-                log_probs: log_probs[a * k..(a + 1) * k].to_vec(),
-            })
-            .collect();
-        let actions = ActionTuple {
-            continuous: raw.iter().map(|v| v.clamp(-model::ACTION_CLIP, model::ACTION_CLIP) / model::ACTION_CLIP).collect(),
-            discrete: discrete.iter().map(|d| *d as i32).collect(),
-        };
-        Ok((actions, decisions))
+        Ok((sampled.actions, sampled.decisions))
     }
 
     /// Takes one environment step of one source of agents (a worker, or one team of a worker;
-    /// with the decisions `act` returned for it).
-    pub fn ingest(&mut self, worker: usize, decision_steps: &DecisionSteps, terminal_steps: &TerminalSteps, decisions: Vec<Decision>) {
+    /// with the decisions `act` returned for it). Returns the episodes that ended, and the
+    /// last reward of each that ended on its own (not interrupted), which self-play rates as a
+    /// game. Past `max_steps` (self-play keeps counting a learning team's steps) nothing is
+    /// kept for an update.
+    pub fn ingest(&mut self, worker: usize, decision_steps: &DecisionSteps, terminal_steps: &TerminalSteps, decisions: Vec<Decision>) -> Ingested {
         let (trajectories, episodes) = self.processor.add_steps(worker, decision_steps, terminal_steps, decisions);
+        let games: Vec<f32> = trajectories.iter().filter(|t| t.terminal).filter_map(|t| t.steps.last()).map(|s| s.reward).collect();
+        let episode_returns = episodes.iter().map(|e| e.cumulative_reward).collect();
         for e in episodes {
             self.episode_returns.push(e.cumulative_reward);
             self.reward_buffer.push(e.cumulative_reward);
@@ -228,6 +261,10 @@ impl PpoTrainer {
         for t in trajectories {
             self.process(t);
         }
+        if !self.should_train() {
+            self.buffer.clear();
+        }
+        Ingested { episode_returns, games }
     }
 
     fn process(&mut self, t: Trajectory) {
@@ -297,10 +334,11 @@ impl PpoTrainer {
     /// Trains on the buffer once it holds more than `buffer_size` steps. An update whose loss
     /// is not finite stops before the optimizer step; one that leaves non-finite weights marks
     /// the trainer [`diverged`](Self::diverged). Either is an error that says what to change.
-    pub fn maybe_update(&mut self) -> Result<(), TrainError> {
+    /// Returns whether an update ran.
+    pub fn maybe_update(&mut self) -> Result<bool, TrainError> {
         let h = self.settings.hyperparameters.clone();
         if self.buffer.len() <= h.buffer_size {
-            return Ok(());
+            return Ok(false);
         }
         let mut advantages: Vec<f32> = self.buffer.iter().map(|r| r.advantage).collect();
         standardize(&mut advantages);
@@ -367,7 +405,7 @@ impl PpoTrainer {
         self.stats.add("Policy/Learning Rate", lr as f32, StatsAggregation::Average);
         self.stats.add("Policy/Epsilon", epsilon as f32, StatsAggregation::Average);
         self.stats.add("Policy/Beta", beta as f32, StatsAggregation::Average);
-        Ok(())
+        Ok(true)
     }
 
     /// The error for a diverged update.
@@ -378,6 +416,11 @@ impl PpoTrainer {
     /// The actor's weights as a backend-neutral policy.
     pub fn policy(&self) -> (PolicyDescription, Weights) {
         (self.description.clone(), actor_weights(&self.vs))
+    }
+
+    /// Text appended to the console summary lines (self-play's learning team and opponents).
+    pub fn set_summary_context(&mut self, context: Option<String>) {
+        self.stats.context = context;
     }
 
     /// Records a value the environment sent on the stats side channel (summarised with the
@@ -422,6 +465,7 @@ impl PpoTrainer {
             reward: self.last_mean_reward,
             creation_time: checkpoint::now(),
             curriculum,
+            self_play: None,
         };
         (description, tensors)
     }

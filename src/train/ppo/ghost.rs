@@ -1,0 +1,153 @@
+//! The networks behind a behavior's self-play state (`train::self_play`): a playing copy of
+//! the actor for each team of the behavior (teams not learning play snapshots or the latest
+//! weights; the learning team plays the trainable network itself), and those teams' steps
+//! assembled into trajectories only to count ghost steps, as 0.28 counts them.
+
+use super::networks::{actor_weights, load_variables, Actor};
+use super::trainer::{sample_actions, PpoTrainer};
+use crate::env::{ActionTuple, DecisionSteps, TerminalSteps};
+use crate::policy::{PolicyDescription, Weights};
+use crate::train::error::TrainError;
+use crate::train::self_play::{GhostState, SelfPlaySettings, TeamRotation};
+use crate::train::trajectory::AgentProcessor;
+use serde_json::json;
+use std::collections::BTreeMap;
+use tch::{nn, Device};
+
+/// Prefix of the self-play tensors in a checkpoint.
+pub const SELF_PLAY_PREFIX: &str = "selfplay.";
+
+/// A team's playing copy of the actor.
+struct Player {
+    vs: nn::VarStore,
+    actor: Actor,
+}
+
+impl Player {
+    fn new(description: &PolicyDescription, weights: &Weights) -> Self {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let actor = Actor::new(&vs.root(), description);
+        load_variables(&vs, weights);
+        Self { vs, actor }
+    }
+}
+
+/// One behavior's self-play: its state and the networks of the teams it does not train.
+pub struct Ghost {
+    pub behavior: String,
+    pub state: GhostState<Weights>,
+    description: PolicyDescription,
+    time_horizon: usize,
+    players: BTreeMap<i32, Player>,
+    processors: BTreeMap<i32, AgentProcessor>,
+}
+
+impl Ghost {
+    pub fn new(trainer: &PpoTrainer, settings: SelfPlaySettings, initial_elo: f64) -> Self {
+        Self {
+            behavior: trainer.behavior.clone(),
+            state: GhostState::new(settings, initial_elo),
+            description: trainer.description.clone(),
+            time_horizon: trainer.settings.time_horizon,
+            players: BTreeMap::new(),
+            processors: BTreeMap::new(),
+        }
+    }
+
+    /// A team of the behavior appears: it gets a playing copy of the trainable network.
+    pub fn register_team(&mut self, team: i32, trainer: &PpoTrainer, rotation: &mut TeamRotation) {
+        let weights = trainer.policy().1;
+        self.players.insert(team, Player::new(&self.description, &weights));
+        self.processors.insert(team, AgentProcessor::new(self.time_horizon));
+        self.state.register_team(team, weights, rotation, &self.behavior);
+    }
+
+    /// How many teams of the behavior have appeared.
+    pub fn teams(&self) -> usize {
+        self.state.teams.len()
+    }
+
+    /// Whether `team` plays a ghost (it is not the learning team).
+    pub fn plays(&self, team: i32) -> bool {
+        self.state.learning_team != Some(team)
+    }
+
+    /// Acts for a team that is not learning, and counts its steps as ghost steps when its
+    /// trajectories end (at `time_horizon` or an episode's end); they are not trained on.
+    /// Returns the actions and the returns of the team's episodes that ended.
+    pub fn act(&mut self, team: i32, source: usize, decisions: &DecisionSteps, terminals: &TerminalSteps) -> Result<(ActionTuple, Vec<f32>), TrainError> {
+        let player = self.players.get(&team).ok_or_else(|| TrainError::Mismatch(format!("{}: team {team} has no playing copy", self.behavior)))?;
+        let sampled = sample_actions(&player.actor, &self.description, decisions)
+            .ok_or_else(|| TrainError::Mismatch(format!("{}: the opponent of team {team} produced non-finite actions (a diverged snapshot)", self.behavior)))?;
+        let processor = self.processors.entry(team).or_insert_with(|| AgentProcessor::new(self.time_horizon));
+        let (trajectories, episodes) = processor.add_steps(source, decisions, terminals, sampled.decisions);
+        self.state.ghost_step += trajectories.iter().map(|t| t.steps.len() as u64).sum::<u64>();
+        Ok((sampled.actions, episodes.iter().map(|e| e.cumulative_reward).collect()))
+    }
+
+    /// 0.28's advance after the trainer's update: team change, snapshot, swap; the teams that
+    /// now play a ghost get their weights.
+    pub fn advance(&mut self, trainer: &PpoTrainer, updated: bool, rotation: &mut TeamRotation, rng: &mut rand_chacha::ChaCha8Rng) {
+        let published = updated.then(|| trainer.policy().1);
+        for (team, weights) in self.state.advance(trainer.step, published, rotation, rng) {
+            if let Some(player) = self.players.get(&team) {
+                load_variables(&player.vs, &weights);
+            }
+        }
+    }
+
+    /// The environments are reset: the ghost teams' episodes in progress are dropped.
+    pub fn end_episodes(&mut self) {
+        self.processors.values_mut().for_each(AgentProcessor::drop_episodes_in_progress);
+    }
+
+    /// What a checkpoint keeps of self-play beyond 0.28 (self-play.md §10.1): the state and
+    /// the controller as JSON, the snapshots, latest weights and each team's playing weights
+    /// as tensors (`selfplay.snapshot.<k>.*`, `selfplay.latest.*`, `selfplay.team.<t>.*`).
+    pub fn record(&self, rotation: &TeamRotation) -> (serde_json::Value, Weights) {
+        let mut tensors = Weights::default();
+        let mut put = |prefix: String, weights: &Weights| {
+            for (name, t) in &weights.0 {
+                tensors.0.insert(format!("{SELF_PLAY_PREFIX}{prefix}.{name}"), t.clone());
+            }
+        };
+        for (k, snapshot) in self.state.snapshots.iter().enumerate() {
+            put(format!("snapshot.{k}"), snapshot);
+        }
+        if let Some(latest) = &self.state.latest {
+            put("latest".into(), latest);
+        }
+        for (team, player) in &self.players {
+            put(format!("team.{team}"), &actor_weights(&player.vs));
+        }
+        // The weights are among the tensors; the record marks where they are (1 = present).
+        let state: GhostState<u8> = GhostState { snapshots: vec![1; self.state.snapshots.len()], latest: self.state.latest.as_ref().map(|_| 1), ..self.state.clone_without_weights() };
+        (json!({ "state": state, "rotation": rotation }), tensors)
+    }
+
+    /// Continues from a checkpoint's record (after every team has registered): the state,
+    /// the snapshots and what each team plays. Returns the controller recorded with it.
+    pub fn restore(&mut self, record: &serde_json::Value, tensors: &Weights) -> Result<TeamRotation, String> {
+        let state: GhostState<u8> = serde_json::from_value(record["state"].clone()).map_err(|e| format!("self-play state: {e}"))?;
+        let rotation: TeamRotation = serde_json::from_value(record["rotation"].clone()).map_err(|e| format!("self-play controller: {e}"))?;
+        let take = |prefix: String| -> Result<Weights, String> {
+            let start = format!("{SELF_PLAY_PREFIX}{prefix}.");
+            let weights = Weights(tensors.0.iter().filter_map(|(n, t)| n.strip_prefix(&start).map(|n| (n.to_string(), t.clone()))).collect());
+            if weights.0.is_empty() {
+                return Err(format!("no tensors {start}*"));
+            }
+            Ok(weights)
+        };
+        let snapshots = (0..state.snapshots.len()).map(|k| take(format!("snapshot.{k}"))).collect::<Result<Vec<_>, _>>()?;
+        let latest = state.latest.map(|_| take("latest".into())).transpose()?;
+        for (team, player) in &self.players {
+            let weights = take(format!("team.{team}"))?;
+            let skipped = load_variables(&player.vs, &weights);
+            if !skipped.is_empty() {
+                return Err(format!("team {team}'s playing weights do not fit the network ({skipped:?})"));
+            }
+        }
+        self.state = GhostState { snapshots, latest, ..state.clone_without_weights() };
+        Ok(rotation)
+    }
+}

@@ -1,0 +1,157 @@
+//! Self-play (self-play.md §6.5): ML-Agents' four ghost integration tests with their exact
+//! configurations, step budgets and pass criteria, each with a discrete and a continuous
+//! action, on the stand-in test-suite scenes, three seeds each; the ratings, the team
+//! rotation and the checkpointed state.
+#![cfg(feature = "train")]
+
+mod common;
+
+use common::{event_file, finish, scalars, spawn_learn_on, temp_dir};
+use mlagents::checkpoint::{self, Checkpoint, ROLLOUT_PREFIX};
+use std::time::Duration;
+use mlagents::train::config::RunOptions;
+use mlagents::train::ppo::learn::{learn, BehaviorResult, LearnOptions};
+use std::collections::BTreeMap;
+
+const SEEDS: [i64; 3] = [1337, 1338, 1339];
+
+/// ML-Agents' `ppo_dummy_config` with a `self_play` block, for each behavior named.
+fn config(behaviors: &[&str], max_steps: u64, self_play: &str, seed: i64) -> RunOptions {
+    let mut yaml = String::from("behaviors:\n");
+    for b in behaviors {
+        yaml += &format!(
+            "  {b}:\n    hyperparameters: {{batch_size: 16, buffer_size: 64, learning_rate: 5.0e-3, learning_rate_schedule: constant, \
+             beta_schedule: linear, epsilon_schedule: linear, beta: 5.0e-3, epsilon: 0.2, lambd: 0.95, num_epoch: 3}}\n    \
+             network_settings: {{hidden_units: 32, num_layers: 1}}\n    max_steps: {max_steps}\n    time_horizon: 64\n    \
+             summary_freq: 500\n    self_play: {{{self_play}}}\n"
+        );
+    }
+    yaml += &format!("env_settings: {{base_port: 0, seed: {seed}}}\n");
+    RunOptions::from_yaml(&yaml, "ghost.yaml").unwrap()
+}
+
+fn last5(returns: &[f32]) -> f32 {
+    let tail = &returns[returns.len().saturating_sub(5)..];
+    tail.iter().sum::<f32>() / tail.len().max(1) as f32
+}
+
+/// Each team's last-5 mean return (team 0, team 1), whichever behavior owns it.
+fn team_scores(results: &BTreeMap<String, BehaviorResult>) -> [f32; 2] {
+    let mut scores = [f32::NAN; 2];
+    for r in results.values() {
+        for (team, returns) in &r.team_returns {
+            scores[*team as usize] = last5(returns);
+        }
+    }
+    scores
+}
+
+/// Runs one upstream case on the discrete and the continuous scene for every seed; `passes`
+/// judges the two teams' scores. At least two seeds of three must pass (the random streams
+/// differ from Python's), as for the other upstream training tests.
+fn upstream_case(name: &str, asymmetric: bool, max_steps: u64, self_play: &str, passes: fn([f32; 2]) -> bool) {
+    let behaviors: &[&str] = if asymmetric { &["1D", "1DOpp"] } else { &["1D"] };
+    for continuous in [false, true] {
+        let scene = format!("sim:{}Ghost1D{}", if asymmetric { "Asymmetric" } else { "" }, if continuous { "Continuous" } else { "" });
+        let scores: Vec<[f32; 2]> = SEEDS.iter().map(|seed| team_scores(&learn(&config(behaviors, max_steps, self_play, *seed), &LearnOptions::in_memory(&scene)).unwrap())).collect();
+        eprintln!("{name} on {scene}: last-5 mean returns per seed (team 0, team 1) {scores:?}");
+        let passed = scores.iter().filter(|s| passes(**s)).count();
+        assert!(passed >= 2, "{name} on {scene}: {passed} of 3 seeds pass: {scores:?}");
+    }
+}
+
+fn both_above(s: [f32; 2]) -> bool {
+    s.iter().all(|v| *v > 0.9)
+}
+
+fn one_above_one_below(s: [f32; 2]) -> bool {
+    s.iter().any(|v| *v > 0.9) && s.iter().any(|v| *v < 0.9)
+}
+
+#[test]
+fn simple_ghost() {
+    upstream_case("test_simple_ghost", false, 2500, "play_against_latest_model_ratio: 1.0, save_steps: 2000, swap_steps: 2000", both_above);
+}
+
+#[test]
+fn simple_ghost_fails() {
+    upstream_case("test_simple_ghost_fails", false, 2500, "play_against_latest_model_ratio: 1.0, save_steps: 2000, swap_steps: 4000", one_above_one_below);
+}
+
+#[test]
+fn simple_asymmetric_ghost() {
+    upstream_case("test_simple_asymm_ghost", true, 4000, "play_against_latest_model_ratio: 1.0, save_steps: 10000, swap_steps: 10000, team_change: 400", both_above);
+}
+
+#[test]
+fn simple_asymmetric_ghost_fails() {
+    upstream_case("test_simple_asymm_ghost_fails", true, 3000, "play_against_latest_model_ratio: 0.0, save_steps: 5000, swap_steps: 5000, team_change: 2000", one_above_one_below);
+}
+
+/// The self-play tensors and record of a checkpoint.
+fn self_play_of(c: &Checkpoint) -> (serde_json::Value, Vec<(String, Vec<f32>)>) {
+    let tensors = c.tensors.0.iter().filter(|(n, _)| n.starts_with("selfplay.")).map(|(n, t)| (n.clone(), t.data.clone())).collect();
+    (c.description.self_play.clone().expect("a self-play record"), tensors)
+}
+
+/// A symmetric run through `mlagents-learn`: ratings in the console and TensorBoard, the
+/// rating in training_status.json; killed with SIGKILL after a team change and resumed, it
+/// continues with the pool, ratings, counters, learning team and opponents the checkpoint
+/// held (compared), without an immediate team change, and trains on.
+#[test]
+fn ratings_are_reported_and_resume_restores_the_whole_state() {
+    let dir = temp_dir("self-play-resume");
+    let config = dir.join("config.yaml");
+    let yaml = |max_steps: u64| {
+        format!(
+            "behaviors:\n  1D:\n    hyperparameters: {{batch_size: 16, buffer_size: 64, learning_rate: 5.0e-3, learning_rate_schedule: constant}}\n    \
+             network_settings: {{hidden_units: 32, num_layers: 1, normalize: true}}\n    max_steps: {max_steps}\n    summary_freq: 500\n    checkpoint_interval: 400\n    \
+             self_play: {{save_steps: 300, swap_steps: 200, team_change: 1000, window: 3, play_against_latest_model_ratio: 0.5}}\nenv_settings: {{base_port: 0, seed: 5}}\n"
+        )
+    };
+    std::fs::write(&config, yaml(10_000_000)).unwrap();
+    let child = spawn_learn_on("Ghost1D", &config, "run", &dir, &[]);
+    let behavior_dir = dir.join("run/1D");
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    // Until a checkpoint was written after the first team change.
+    let after_change = |c: &Checkpoint| c.description.self_play.as_ref().is_some_and(|r| r["rotation"]["learning_team"] == 1);
+    while !checkpoint::list(&behavior_dir, "1D").iter().filter_map(|(_, p)| Checkpoint::read(p).ok()).any(|c| after_change(&c)) {
+        assert!(std::time::Instant::now() < deadline, "no checkpoint after a team change in 180 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut child = child;
+    child.kill().unwrap();
+    let (_, log) = finish(child);
+    assert!(log.lines().any(|l| l.contains("ELO: ") && l.contains("Learning team: ")), "{log}");
+    let events = event_file(&behavior_dir);
+    assert!(!scalars(&events, "Self-play/ELO").is_empty() && !scalars(&events, "Self-play/Learning Team").is_empty());
+    let status: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("run/run_logs/training_status.json")).unwrap()).unwrap();
+    assert!(status["1D"]["elo"].as_f64().is_some(), "{status}");
+
+    let saved = checkpoint::latest(&behavior_dir, "1D").unwrap();
+    let (record, tensors) = self_play_of(&saved);
+    eprintln!("killed at step {}: {record}", saved.description.step);
+    assert!(record["state"]["snapshots"].as_array().unwrap().len() >= 2, "{record}");
+
+    // Resumed with max_steps below the saved step: nothing trains; the final checkpoint (at
+    // the same step) holds exactly the restored state.
+    std::fs::write(&config, yaml(1)).unwrap();
+    let (ok, log) = finish(spawn_learn_on("Ghost1D", &config, "run", &dir, &["--resume"]));
+    assert!(ok && log.contains("Self-play of 1D restored"), "{log}");
+    let restored = checkpoint::at_step(&behavior_dir, "1D", saved.description.step).unwrap();
+    assert_eq!(self_play_of(&restored), (record.clone(), tensors));
+    let weights = |c: &Checkpoint| c.tensors.0.iter().filter(|(n, _)| !n.starts_with(ROLLOUT_PREFIX)).map(|(n, t)| (n.clone(), t.data.clone())).collect::<Vec<_>>();
+    assert!(weights(&restored) == weights(&saved));
+
+    // Resumed for real: training goes on without an immediate team change.
+    let step = saved.description.step;
+    std::fs::write(&config, yaml(step + 800)).unwrap();
+    let (ok, log) = finish(spawn_learn_on("Ghost1D", &config, "run", &dir, &["--resume"]));
+    assert!(ok, "{log}");
+    let last = checkpoint::latest(&behavior_dir, "1D").unwrap();
+    let (after, _) = self_play_of(&last);
+    let before_change = record["state"]["last_team_change"].as_u64().unwrap();
+    let change = after["state"]["last_team_change"].as_u64().unwrap();
+    assert!(last.description.step > step && (change == before_change || change > before_change + 1000), "team change at {change} (saved {before_change}, step {step})");
+    let _ = std::fs::remove_dir_all(dir);
+}
