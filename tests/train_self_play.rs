@@ -155,3 +155,23 @@ fn ratings_are_reported_and_resume_restores_the_whole_state() {
     assert!(last.description.step > step && (change == before_change || change > before_change + 1000), "team change at {change} (saved {before_change}, step {step})");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A curriculum whose lesson follows the self-play rating (our `Elo` measure): it moves on
+/// once the behavior's ELO passes the threshold, and not before.
+#[test]
+fn a_lesson_advances_on_the_self_play_rating() {
+    let dir = temp_dir("self-play-elo-lesson");
+    let mut run = config(&["1D"], 3000, "play_against_latest_model_ratio: 0.0, save_steps: 500, swap_steps: 200, team_change: 1000", 1337);
+    let yaml = "p:\n  curriculum:\n    - name: Low\n      completion_criteria: {measure: Elo, behavior: 1D, threshold: 1300}\n      value: 1\n    - name: High\n      value: 2\n";
+    run.environment_parameters = mlagents::train::environment_parameters::parse(&serde_norway::from_str(yaml).unwrap()).unwrap();
+    learn(&run, &LearnOptions { run_dir: Some(dir.clone()), ..LearnOptions::in_memory("sim:Ghost1D") }).unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("run_logs/training_status.json")).unwrap()).unwrap();
+    let elo = status["1D"]["elo"].as_f64().unwrap();
+    eprintln!("final ELO {elo}, lesson {}", status["p"]["lesson_num"]);
+    assert!(elo > 1300.0, "{status}");
+    assert_eq!(status["p"]["lesson_num"], 1, "{status}");
+    let events = event_file(&dir.join("1D"));
+    let lessons = scalars(&events, "Environment/Lesson Number/p");
+    assert!(lessons.first() == Some(&0.0) && lessons.last() == Some(&1.0), "{lessons:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}

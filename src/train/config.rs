@@ -804,7 +804,10 @@ impl Context<'_> {
         for p in &parameters {
             for criteria in p.curriculum.iter().filter_map(|l| l.completion_criteria.as_ref()) {
                 let behavior = &criteria.behavior;
-                let problem = if behavior.contains('?') {
+                let without_self_play = behaviors.get(behavior).is_some_and(|b| b.self_play.is_none());
+                let problem = if criteria.measure == environment_parameters::Measure::Elo && without_self_play {
+                    format!("measure Elo needs a self-play behavior, and {behavior} has no self_play block")
+                } else if behavior.contains('?') {
                     format!("behavior {behavior} names a team; completion criteria take the behavior name alone ({})", behavior.split('?').next().unwrap_or_default())
                 } else if !has_default && !behaviors.contains_key(behavior) {
                     let named: Vec<&str> = behaviors.keys().map(String::as_str).collect();
@@ -907,6 +910,10 @@ mod tests {
         // A curriculum of several lessons on a known behavior is accepted.
         let run = RunOptions::from_yaml(&lesson("B"), "t.yaml").unwrap();
         assert_eq!(run.environment_parameters[0].curriculum.len(), 2);
+        let elo = lesson("B").replace("measure: progress", "measure: Elo");
+        let e = RunOptions::from_yaml(&elo, "t.yaml").unwrap_err().to_string();
+        assert!(e.contains("measure Elo needs a self-play behavior"), "{e}");
+        RunOptions::from_yaml(&elo.replace("  B: {}", "  B: {self_play: {}}"), "t.yaml").unwrap();
         let with_default = lesson("Other").replace("behaviors:", "default_settings: {}\nbehaviors:");
         RunOptions::from_yaml(&with_default, "t.yaml").unwrap();
     }

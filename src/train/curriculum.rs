@@ -78,14 +78,16 @@ pub struct CriteriaCheck {
 
 /// 0.28's `need_increment`: progress is `step / max_steps`; reward is the buffer's mean,
 /// smoothed as `0.25 * previous + 0.75 * mean` when `signal_smoothing`; both compare with `>`
-/// and wait for `min_lesson_length` episodes in the buffer.
-pub fn check_criteria(criteria: &CompletionCriteria, progress: f64, rewards: &RewardBuffer, smoothing: f64) -> CriteriaCheck {
+/// and wait for `min_lesson_length` episodes in the buffer. Ours beyond 0.28: `Elo` compares
+/// the behavior's self-play rating (`elo`, None without self-play: never passes), unsmoothed.
+pub fn check_criteria(criteria: &CompletionCriteria, progress: f64, rewards: &RewardBuffer, smoothing: f64, elo: Option<f64>) -> CriteriaCheck {
     let no = |measured| CriteriaCheck { advance: false, smoothing, measured };
     if (rewards.len() as u64) < criteria.min_lesson_length {
         return no(None);
     }
     match criteria.measure {
         Measure::Progress => CriteriaCheck { advance: progress > criteria.threshold, smoothing, measured: Some(progress) },
+        Measure::Elo => CriteriaCheck { advance: elo.is_some_and(|e| e > criteria.threshold), smoothing, measured: elo },
         Measure::Reward => {
             let mean = rewards.mean();
             if rewards.is_empty() || mean.is_nan() {
@@ -108,6 +110,8 @@ pub struct TrainerStanding<'a> {
     pub step: u64,
     pub max_steps: u64,
     pub rewards: &'a RewardBuffer,
+    /// The behavior's self-play rating, if it plays itself.
+    pub elo: Option<f64>,
 }
 
 /// A parameter that moved to its next lesson, and why.
@@ -222,6 +226,7 @@ impl LessonManager {
         let measure = match change.measure {
             Measure::Progress => "progress",
             Measure::Reward => "reward",
+            Measure::Elo => "ELO",
         };
         format!(
             "Parameter '{}' moves from lesson '{}' to '{}' at step {}: {measure} of {} is {:.4} > threshold {} (over {} episodes).",
@@ -262,7 +267,7 @@ impl LessonManager {
             let Some(criteria) = lesson.completion_criteria.as_ref().filter(|_| self.lessons[k] + 1 < parameter.curriculum.len()) else { continue };
             let Some(trainer) = trainers.get(&criteria.behavior) else { continue };
             let progress = trainer.step as f64 / trainer.max_steps as f64;
-            let check = check_criteria(criteria, progress, trainer.rewards, self.smoothed[k]);
+            let check = check_criteria(criteria, progress, trainer.rewards, self.smoothed[k], trainer.elo);
             self.smoothed[k] = check.smoothing;
             if check.advance {
                 self.lessons[k] += 1;
@@ -301,7 +306,7 @@ mod tests {
     }
 
     fn standing(step: u64, max_steps: u64, rewards: &RewardBuffer) -> BTreeMap<String, TrainerStanding<'_>> {
-        BTreeMap::from([("fake_behavior".to_string(), TrainerStanding { step, max_steps, rewards })])
+        BTreeMap::from([("fake_behavior".to_string(), TrainerStanding { step, max_steps, rewards, elo: None })])
     }
 
     /// test_env_param_manager.py::test_create_manager, its numbers.
@@ -367,19 +372,23 @@ mod tests {
             require_reset: false,
         };
         let ones = buffer(3, &[1.0, 1.0, 1.0]);
-        let first = check_criteria(&criteria(true), 0.0, &ones, 0.0);
+        let first = check_criteria(&criteria(true), 0.0, &ones, 0.0, None);
         assert_eq!((first.advance, first.smoothing), (false, 0.75));
-        let second = check_criteria(&criteria(true), 0.0, &ones, first.smoothing);
+        let second = check_criteria(&criteria(true), 0.0, &ones, first.smoothing, None);
         assert_eq!((second.advance, second.smoothing), (true, 0.9375));
         // Without smoothing the mean itself is compared and the state is untouched.
-        let plain = check_criteria(&criteria(false), 0.0, &ones, 0.5);
+        let plain = check_criteria(&criteria(false), 0.0, &ones, 0.5, None);
         assert_eq!((plain.advance, plain.smoothing, plain.measured), (true, 0.5, Some(1.0)));
         // An empty buffer is no measure; the strict comparison: 0.9 is not > 0.9.
-        assert_eq!(check_criteria(&criteria(false), 0.0, &RewardBuffer::new(3), 0.2), CriteriaCheck { advance: false, smoothing: 0.2, measured: None });
-        assert!(!check_criteria(&criteria(false), 0.0, &buffer(1, &[0.9]), 0.0).advance);
+        assert_eq!(check_criteria(&criteria(false), 0.0, &RewardBuffer::new(3), 0.2, None), CriteriaCheck { advance: false, smoothing: 0.2, measured: None });
+        assert!(!check_criteria(&criteria(false), 0.0, &buffer(1, &[0.9]), 0.0, None).advance);
         // Pitfall of 0.28 kept: a negative mean passes a threshold between m and 0.75 m at once.
         let negative = CompletionCriteria { threshold: -0.76, ..criteria(true) };
-        assert!(check_criteria(&negative, 0.0, &buffer(1, &[-1.0]), 0.0).advance);
+        assert!(check_criteria(&negative, 0.0, &buffer(1, &[-1.0]), 0.0, None).advance);
+        // Ours: the self-play rating, strictly above the threshold; none without self-play.
+        let elo = CompletionCriteria { measure: Measure::Elo, threshold: 1250.0, ..criteria(true) };
+        assert_eq!(check_criteria(&elo, 0.0, &ones, 0.3, Some(1250.5)), CriteriaCheck { advance: true, smoothing: 0.3, measured: Some(1250.5) });
+        assert!(!check_criteria(&elo, 0.0, &ones, 0.3, Some(1250.0)).advance && !check_criteria(&elo, 0.0, &ones, 0.3, None).advance);
     }
 
     /// Progress is strict (50/100 does not pass 0.5, 51/100 does) and ignores smoothing;

@@ -27,6 +27,9 @@ pub enum Measure {
     Progress,
     /// The mean of the behavior's recent episode rewards.
     Reward,
+    /// The behavior's self-play rating (ours: ML-Agents 0.28 has no such measure).
+    #[serde(rename = "Elo")]
+    Elo,
 }
 
 /// When a lesson is complete (`completion_criteria`).
@@ -357,7 +360,8 @@ fn criteria(parameter: &str, c: &Mapping) -> Parsed<CompletionCriteria> {
     let measure = match c.get("measure").map(show).as_deref() {
         None | Some("reward") => Measure::Reward,
         Some("progress") => Measure::Progress,
-        Some(other) => return Err(error(parameter, "measure", format!("'{other}' is not a valid CompletionCriteriaSettings.MeasureType (progress or reward)"))),
+        Some("Elo") => Measure::Elo,
+        Some(other) => return Err(error(parameter, "measure", format!("'{other}' is not a valid CompletionCriteriaSettings.MeasureType (progress, reward, or Elo for a self-play behavior)"))),
     };
     let flag = |key: &str, default: bool| match c.get(key) {
         None => Ok(default),
@@ -504,8 +508,8 @@ mod tests {
         assert_eq!(message(progress), "Threshold for next lesson cannot be greater than 1 when the measure is progress.");
         let missing = "p:\n  curriculum:\n    - name: A\n      value: 1\n    - name: Z\n      value: 2\n";
         assert_eq!(message(missing), "A non-terminal lesson does not have a completion_criteria for p.");
-        let elo = "p:\n  curriculum:\n    - name: A\n      completion_criteria: {behavior: B, measure: Elo}\n      value: 1\n    - name: Z\n      value: 2\n";
-        assert!(message(elo).starts_with("'Elo' is not a valid CompletionCriteriaSettings.MeasureType"));
+        let elo = "p:\n  curriculum:\n    - name: A\n      completion_criteria: {behavior: B, measure: ELO}\n      value: 1\n    - name: Z\n      value: 2\n";
+        assert!(message(elo).starts_with("'ELO' is not a valid CompletionCriteriaSettings.MeasureType"));
         let keyed = "p:\n  curriculum:\n    - Lesson0: {value: 1}\n";
         assert!(message(keyed).starts_with("The option Lesson0 was specified in your YAML file for Lesson, but is invalid."));
     }

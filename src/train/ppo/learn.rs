@@ -495,11 +495,12 @@ impl Session<'_, '_> {
             return Ok(false);
         }
         let mut must_reset = false;
+        let elos = self.league.elos();
         for _ in 0..environments {
             let standings: BTreeMap<String, TrainerStanding> = self
                 .trainers
                 .iter()
-                .map(|(name, t)| (name.clone(), TrainerStanding { step: t.step, max_steps: t.settings.max_steps, rewards: &t.reward_buffer }))
+                .map(|(name, t)| (name.clone(), TrainerStanding { step: t.step, max_steps: t.settings.max_steps, rewards: &t.reward_buffer, elo: elos.get(name).copied() }))
                 .collect();
             let update = self.lessons.update(&standings);
             for change in &update.changes {
