@@ -36,6 +36,15 @@ fn expected(scene: &str) -> Vec<(&'static str, Vec<Vec<usize>>, ActionSpec, usiz
             ("1D?team=0", one.clone(), ActionSpec::discrete(&[2]), 1),
             ("1DOpp?team=1", one, ActionSpec::discrete(&[2]), 1),
         ],
+        "Ghost1DContinuous" => vec![
+            ("1D?team=0", one.clone(), ActionSpec::continuous(1), 1),
+            ("1D?team=1", one, ActionSpec::continuous(1), 1),
+        ],
+        "AsymmetricGhost1DContinuous" => vec![
+            ("1D?team=0", one.clone(), ActionSpec::continuous(1), 1),
+            ("1DOpp?team=1", one, ActionSpec::continuous(1), 1),
+        ],
+        "Corridor" => vec![("Corridor?team=0", vec![vec![3]], ActionSpec::discrete(&[3]), 8)],
         "Race" => vec![
             ("Race?team=0", vec![vec![3]], ActionSpec::discrete(&[3]), 1),
             ("Race?team=1", vec![vec![3]], ActionSpec::discrete(&[3]), 1),
@@ -129,6 +138,9 @@ scene_tests! {
     multi_agent_group_scene: "MultiAgentGroup", 300;
     ghost_scene: "Ghost1D", 300;
     asymmetric_ghost_scene: "AsymmetricGhost1D", 300;
+    ghost_continuous_scene: "Ghost1DContinuous", 300;
+    asymmetric_ghost_continuous_scene: "AsymmetricGhost1DContinuous", 300;
+    corridor_scene: "Corridor", 300;
     race_scene: "Race", 300;
     race_asymmetric_scene: "RaceAsymmetric", 300;
 }

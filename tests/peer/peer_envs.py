@@ -39,6 +39,9 @@ EXPECTED = {
     "MultiAgentGroup": {"1D?team=0": (ONE, 1, (), 2)},
     "Ghost1D": {"1D?team=0": (ONE, 0, (2,), 1), "1D?team=1": (ONE, 0, (2,), 1)},
     "AsymmetricGhost1D": {"1D?team=0": (ONE, 0, (2,), 1), "1DOpp?team=1": (ONE, 0, (2,), 1)},
+    "Ghost1DContinuous": {"1D?team=0": (ONE, 1, (), 1), "1D?team=1": (ONE, 1, (), 1)},
+    "AsymmetricGhost1DContinuous": {"1D?team=0": (ONE, 1, (), 1), "1DOpp?team=1": (ONE, 1, (), 1)},
+    "Corridor": {"Corridor?team=0": ([(3,)], 0, (3,), 8)},
     "Race": {"Race?team=0": ([(3,)], 0, (3,), 1), "Race?team=1": ([(3,)], 0, (3,), 1)},
     "RaceAsymmetric": {"RaceDuo?team=0": ([(3,)], 0, (3,), 2), "RaceSolo?team=1": ([(3,)], 0, (3,), 1)},
 }
