@@ -14,11 +14,7 @@ CONFIG=${2:-tests/fixtures/config/$SCENE.yaml}
 TARGET=${3:-100}
 MAX_STEPS=${4:-}
 source scripts/lib.sh
-require_cargo
-SETUP=$(shared_file tools/peer-setup.sh)
-TORCH_VENV=$(scripts/torch-venv.sh)
-bash "$SETUP" "$TORCH_VENV" >&2   # adds the real trainer to the torch venv
-LIBTORCH_USE_PYTORCH=1 PATH="$TORCH_VENV/bin:$PATH" cargo build --release --quiet --features train --bins
+setup_real_trainer
 OUT=$(mktemp -d)
 if [ -n "$MAX_STEPS" ]; then
   sed -E "s/^( *max_steps:).*/\1 $MAX_STEPS/" "$CONFIG" > "$OUT/config.yaml"

@@ -10,11 +10,7 @@ cd "$(dirname "$0")/.."
 SEED=${1:-5}
 MAX_STEPS=${2:-40000}
 source scripts/lib.sh
-require_cargo
-SETUP=$(shared_file tools/peer-setup.sh)
-TORCH_VENV=$(scripts/torch-venv.sh)
-bash "$SETUP" "$TORCH_VENV" >&2   # adds the real trainer to the torch venv
-LIBTORCH_USE_PYTORCH=1 PATH="$TORCH_VENV/bin:$PATH" cargo build --release --quiet --features train --bins
+setup_real_trainer
 BIN="$CARGO_TARGET_DIR/release"
 "$TORCH_VENV/bin/python" tests/peer/peer_curriculum.py "$BIN/mlagents-learn" "$BIN/mlagents-sim" \
   tests/fixtures/config/Corridor_curriculum.yaml "$SEED" "$MAX_STEPS"

@@ -45,3 +45,14 @@ models_dir() {
   fi
   (cd "$dir" && pwd)
 }
+
+# For the side-by-side scripts: the torch venv with the real mlagents-learn 0.28 added (set
+# as TORCH_VENV) and our release binaries built with the train feature.
+setup_real_trainer() {
+  require_cargo
+  local setup
+  setup=$(shared_file tools/peer-setup.sh)
+  TORCH_VENV=$(scripts/torch-venv.sh)
+  bash "$setup" "$TORCH_VENV" >&2   # adds the real trainer to the torch venv
+  LIBTORCH_USE_PYTORCH=1 PATH="$TORCH_VENV/bin:$PATH" cargo build --release --quiet --features train --bins
+}
