@@ -45,6 +45,10 @@ fn expected(scene: &str) -> Vec<(&'static str, Vec<Vec<usize>>, ActionSpec, usiz
             ("1DOpp?team=1", one, ActionSpec::continuous(1), 1),
         ],
         "Corridor" => vec![("Corridor?team=0", vec![vec![3]], ActionSpec::discrete(&[3]), 8)],
+        "Pong" => vec![
+            ("Pong?team=0", vec![vec![6]], ActionSpec::discrete(&[3]), 1),
+            ("Pong?team=1", vec![vec![6]], ActionSpec::discrete(&[3]), 1),
+        ],
         "Race" => vec![
             ("Race?team=0", vec![vec![3]], ActionSpec::discrete(&[3]), 1),
             ("Race?team=1", vec![vec![3]], ActionSpec::discrete(&[3]), 1),
@@ -141,6 +145,7 @@ scene_tests! {
     ghost_continuous_scene: "Ghost1DContinuous", 300;
     asymmetric_ghost_continuous_scene: "AsymmetricGhost1DContinuous", 300;
     corridor_scene: "Corridor", 300;
+    pong_scene: "Pong", 600;
     race_scene: "Race", 300;
     race_asymmetric_scene: "RaceAsymmetric", 300;
 }

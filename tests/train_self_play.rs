@@ -175,3 +175,61 @@ fn a_lesson_advances_on_the_self_play_rating() {
     assert!(lessons.first() == Some(&0.0) && lessons.last() == Some(&1.0), "{lessons:?}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `mlagents-run MODEL --env ENV --opponent OTHER --json`: the match report.
+fn head_to_head(model: &std::path::Path, opponent: &std::path::Path, scene: &str, episodes: usize) -> serde_json::Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mlagents-run"))
+        .arg(model)
+        .args(["--env", scene, "--opponent"])
+        .arg(opponent)
+        .args(["--episodes", &episodes.to_string(), "--deterministic", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Pong through `mlagents-learn` with `tests/fixtures/config/Pong.yaml` (60k steps): the
+/// rating rises above its start, and the final policy beats an early checkpoint of the same
+/// run head to head (most decisive games won).
+#[test]
+fn pong_self_play_beats_its_early_self() {
+    let dir = temp_dir("pong");
+    let text = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config/Pong.yaml")).unwrap();
+    let config = dir.join("Pong.yaml");
+    std::fs::write(&config, text.replace("max_steps: 100000", "max_steps: 60000")).unwrap();
+    let (ok, log) = finish(spawn_learn_on("Pong", &config, "run", &dir, &["--seed", "1", "--base-port", "0"]));
+    assert!(ok, "{log}");
+    let elo = scalars(&event_file(&dir.join("run/Pong")), "Self-play/ELO");
+    eprintln!("Pong ELO by summary: {elo:?}");
+    assert!(elo.last().is_some_and(|e| *e > 1200.0), "{elo:?}");
+    let early = checkpoint::list(&dir.join("run/Pong"), "Pong").first().map(|(step, json)| (*step, json.with_extension("onnx"))).unwrap();
+    let report = head_to_head(&dir.join("run/Pong.onnx"), &early.1, "sim:Pong", 40);
+    let (wins, losses) = (report["teams"]["0"]["wins"].as_u64().unwrap(), report["teams"]["0"]["losses"].as_u64().unwrap());
+    eprintln!("Pong: final policy against the checkpoint of step {}: {wins} wins, {losses} losses, rating difference {}", early.0, report["rating_difference"]);
+    assert!(wins > losses, "{report}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// RaceAsymmetric (a pair against a faster runner): both behaviors train under one rotation,
+/// both are exported, and each export fits its own behavior (Unity's checks) and plays it
+/// head to head.
+#[test]
+fn asymmetric_race_trains_and_exports_both_behaviors() {
+    use mlagents::run::session::{check_model, EnvTarget, Report};
+    let dir = temp_dir("race-asymmetric");
+    let run = config(&["RaceDuo", "RaceSolo"], 3000, "save_steps: 1000, swap_steps: 500, team_change: 1000", 7);
+    let results = learn(&run, &LearnOptions { run_dir: Some(dir.clone()), ..LearnOptions::in_memory("sim:RaceAsymmetric") }).unwrap();
+    for (behavior, result) in &results {
+        assert!(result.steps >= 3000, "{behavior}: {} steps", result.steps);
+        let model = result.onnx.clone().unwrap();
+        let target = EnvTarget { env: "sim:RaceAsymmetric".into(), behavior: Some(behavior.clone()), base_port: None, timeout_wait: Duration::from_secs(60) };
+        let report = check_model(&model, &target).unwrap();
+        assert!(report.passed(), "{}", report.text());
+    }
+    let status: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("run_logs/training_status.json")).unwrap()).unwrap();
+    assert!(status["RaceDuo"]["elo"].is_number() && status["RaceSolo"]["elo"].is_number(), "{status}");
+    let report = head_to_head(results["RaceDuo"].onnx.as_ref().unwrap(), results["RaceSolo"].onnx.as_ref().unwrap(), "sim:RaceAsymmetric", 20);
+    assert!(report["episodes"].as_u64().unwrap() >= 20, "{report}");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -11,6 +11,10 @@
 //!   `sim:SCENE`, or the Editor when ENV is `editor`) and prints, per behavior, episodes, mean
 //!   and std of the episode reward and decisions per second.
 //!
+//!   With `--opponent OTHER`, MODEL plays every behavior of team 0 and OTHER every other
+//!   team; it prints each team's wins, draws, losses (the sign of an episode's last reward),
+//!   interrupted episodes and mean reward, and the rating difference they imply.
+//!
 //!   With `--parity FILE` (a `<Behavior>.parity.json` from `mlagents-export`), the model's
 //!   outputs on the recorded inputs are first compared with the training network's (max abs
 //!   error per output, `--tolerance`, default 1e-5); exit status 1 when they differ.
@@ -82,6 +86,10 @@ enum Command {
         /// A parity record to check the model against before playing.
         #[arg(long)]
         parity: Option<PathBuf>,
+        /// Another model that plays every team but team 0 (head to head: wins, draws and
+        /// losses per team, and the rating difference they imply).
+        #[arg(long, conflicts_with = "parity")]
+        opponent: Option<PathBuf>,
         #[arg(long, default_value_t = 1e-5, value_parser = parse_tolerance)]
         tolerance: f32,
         #[arg(long)]
@@ -174,8 +182,11 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             print(&session::compare(&first, &second, decisions, tolerance)?, json)
         }
-        Command::Play { model, env, episodes, deterministic, seed, max_steps, parity, tolerance, json } => {
+        Command::Play { model, env, episodes, deterministic, seed, max_steps, parity, opponent, tolerance, json } => {
             let settings = PlaySettings { episodes: episodes as usize, max_steps: max_steps as usize, deterministic, seed };
+            if let Some(opponent) = opponent {
+                return Ok(print(&session::head_to_head(&model, &opponent, &env.target(), settings)?, json));
+            }
             let parity = parity.as_deref().map(|record| (record, tolerance));
             print(&session::play_model(&model, &env.target(), settings, parity)?, json)
         }

@@ -16,6 +16,7 @@ mod onnx;
 mod parity;
 mod play;
 pub mod session;
+pub mod versus;
 mod text;
 mod tensors;
 

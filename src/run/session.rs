@@ -36,7 +36,7 @@ pub struct EnvTarget {
 
 impl EnvTarget {
     /// Starts the environment and resets it.
-    fn start(&self, seed: u64) -> Result<UnityEnvironment> {
+    pub(crate) fn start(&self, seed: u64) -> Result<UnityEnvironment> {
         let env = self.env.as_str();
         let base_port = self.base_port.or(if env.starts_with(crate::env::SIM_PREFIX) { Some(0) } else { None });
         let mut environment = UnityEnvironment::new(EnvOptions {
@@ -182,6 +182,62 @@ pub fn play_model(model: &Path, target: &EnvTarget, settings: PlaySettings, pari
     Ok(PlaySummary { model: model.display().to_string(), env: target.env.clone(), deterministic: settings.deterministic, behaviors: vec![report], parity })
 }
 
+/// `play --opponent`: a head-to-head match of two models on a game of several teams.
+#[derive(Debug, Serialize)]
+pub struct MatchReport {
+    pub model: String,
+    pub opponent: String,
+    pub env: String,
+    pub deterministic: bool,
+    /// Agent episodes of team 0 played.
+    pub episodes: usize,
+    /// Results by team id.
+    pub teams: std::collections::BTreeMap<String, super::versus::TeamResult>,
+    /// The rating difference of team 0 over the others that its results imply.
+    pub rating_difference: Option<f64>,
+}
+
+/// Plays `model` for every behavior of team 0 and `opponent` for every other team; each model
+/// must fit the behaviors it drives (Unity's checks), or it is an error naming the behavior.
+pub fn head_to_head(model: &Path, opponent: &Path, target: &EnvTarget, settings: PlaySettings) -> Result<MatchReport> {
+    let mut environment = target.start(settings.seed)?;
+    let names = environment.behavior_names();
+    let teams: std::collections::BTreeSet<i32> = names.iter().map(|n| BehaviorName::parse(n).team_id).collect();
+    if teams.len() < 2 {
+        let _ = environment.close();
+        anyhow::bail!("{} has a single team (behaviors {names:?}); --opponent needs a game of two teams or more", target.env);
+    }
+    let mut drivers = std::collections::BTreeMap::new();
+    for name in &names {
+        let team = BehaviorName::parse(name).team_id;
+        let path = if team == 0 { model } else { opponent };
+        let options = LoadOptions { deterministic: settings.deterministic, seed: Some(settings.seed as u32 + team as u32), ..Default::default() };
+        let policy = Policy::load(path, options)?;
+        let spec = environment.behavior_specs()[name].clone();
+        let violations = check(policy.interface()?, &spec);
+        if !violations.is_empty() {
+            let _ = environment.close();
+            anyhow::bail!("{} cannot play behavior {name} (team {team}) of {}:\n  {}", path.display(), target.env, violations.join("\n  "));
+        }
+        let mut driver = PolicyDriver::new(policy, name, &spec, settings.deterministic, settings.seed + team as u64)?;
+        driver.compute_only_actions()?;
+        drivers.insert(name.clone(), driver);
+    }
+    let models = teams.iter().map(|t| (*t, if *t == 0 { model } else { opponent }.display().to_string())).collect();
+    let results = super::versus::play_match(&mut environment, &mut drivers, &models, settings.episodes, settings.max_steps)?;
+    environment.close()?;
+    let first = results.values().next().cloned().unwrap_or_default();
+    Ok(MatchReport {
+        model: model.display().to_string(),
+        opponent: opponent.display().to_string(),
+        env: target.env.clone(),
+        deterministic: settings.deterministic,
+        episodes: first.episodes(),
+        rating_difference: super::versus::rating_difference(first.wins, first.draws, first.losses),
+        teams: results.into_iter().map(|(t, r)| (t.to_string(), r)).collect(),
+    })
+}
+
 /// Where `compare` takes its decisions from.
 #[derive(Debug, Clone)]
 pub enum Decisions<'a> {
@@ -311,6 +367,35 @@ impl Report for ParityReport {
 
     fn passed(&self) -> bool {
         self.passed
+    }
+}
+
+impl Report for MatchReport {
+    fn text(&self) -> String {
+        let mut out = format!(
+            "{} (team 0) against {} on {}, {} episodes, {}\n",
+            self.model,
+            self.opponent,
+            self.env,
+            self.episodes,
+            if self.deterministic { "deterministic" } else { "sampled" }
+        );
+        for (team, r) in &self.teams {
+            out += &format!(
+                "team {team} ({}): {} wins, {} draws, {} losses, {} interrupted, mean reward {:.3}\n",
+                r.behaviors.join(", "),
+                r.wins,
+                r.draws,
+                r.losses,
+                r.interrupted,
+                r.mean_reward
+            );
+        }
+        match self.rating_difference {
+            Some(d) => out += &format!("rating difference of team 0 over the others: {d:+.0}\n"),
+            None => out += "no rated game (every episode was interrupted)\n",
+        }
+        out
     }
 }
 

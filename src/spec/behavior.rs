@@ -159,6 +159,18 @@ impl BehaviorName {
         }
     }
 
+    /// [`BehaviorName::parse`], refusing a team that is not an integer (ML-Agents 0.28 fails
+    /// on it with a ValueError).
+    pub fn parse_strict(full: &str) -> Result<Self, String> {
+        let team = full.split_once('?').and_then(|(_, query)| query.split('&').filter_map(|kv| kv.split_once('=')).find(|(k, _)| *k == "team"));
+        match team {
+            Some((_, v)) if !v.is_empty() && v.parse::<i32>().is_err() => {
+                Err(format!("behavior {full:?}: team {v:?} is not an integer (Unity sends Name?team=N, N being the Behavior Parameters' Team Id)"))
+            }
+            _ => Ok(Self::parse(full)),
+        }
+    }
+
     /// The fully qualified name Unity uses on the wire.
     pub fn fully_qualified(&self) -> String {
         format!("{}?team={}", self.name, self.team_id)
@@ -173,6 +185,9 @@ mod tests {
     fn behavior_names_parse_like_mlagents() {
         assert_eq!(BehaviorName::parse("Walker?team=1"), BehaviorName { name: "Walker".into(), team_id: 1 });
         assert_eq!(BehaviorName::parse("Basic").team_id, 0);
+        assert_eq!(BehaviorName::parse_strict("Walker?team=2"), Ok(BehaviorName { name: "Walker".into(), team_id: 2 }));
+        assert_eq!(BehaviorName::parse_strict("Walker?team=").map(|b| b.team_id), Ok(0));
+        assert!(BehaviorName::parse_strict("Walker?team=blue").unwrap_err().contains("team \"blue\" is not an integer"));
         assert_eq!(BehaviorName::parse("A?team=x").team_id, 0);
         assert_eq!(BehaviorName::parse("A?team=0").fully_qualified(), "A?team=0");
     }

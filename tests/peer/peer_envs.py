@@ -42,6 +42,7 @@ EXPECTED = {
     "Ghost1DContinuous": {"1D?team=0": (ONE, 1, (), 1), "1D?team=1": (ONE, 1, (), 1)},
     "AsymmetricGhost1DContinuous": {"1D?team=0": (ONE, 1, (), 1), "1DOpp?team=1": (ONE, 1, (), 1)},
     "Corridor": {"Corridor?team=0": ([(3,)], 0, (3,), 8)},
+    "Pong": {"Pong?team=0": ([(6,)], 0, (3,), 1), "Pong?team=1": ([(6,)], 0, (3,), 1)},
     "Race": {"Race?team=0": ([(3,)], 0, (3,), 1), "Race?team=1": ([(3,)], 0, (3,), 1)},
     "RaceAsymmetric": {"RaceDuo?team=0": ([(3,)], 0, (3,), 2), "RaceSolo?team=1": ([(3,)], 0, (3,), 1)},
 }

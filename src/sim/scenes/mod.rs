@@ -4,6 +4,7 @@ mod ball3d;
 mod basic;
 mod corridor;
 mod gridworld;
+mod pong;
 mod race;
 mod simple;
 
@@ -11,6 +12,7 @@ pub use ball3d::{Ball3D, BallObservations};
 pub use basic::Basic;
 pub use corridor::{Corridor, DEFAULT_GOAL_DISTANCE, GOAL_DISTANCE_PARAMETER};
 pub use gridworld::GridWorld;
+pub use pong::Pong;
 pub use race::Race;
 pub use simple::{SimpleConfig, SimpleScene, SUCCESS_REWARD, TIME_PENALTY};
 
@@ -46,6 +48,7 @@ pub const SCENES: &[SceneInfo] = &[
     SceneInfo { name: "Ghost1DContinuous", description: "Ghost1D with 1 continuous action (the upstream ghost tests' (1, 0) case)" },
     SceneInfo { name: "AsymmetricGhost1DContinuous", description: "AsymmetricGhost1D with 1 continuous action" },
     SceneInfo { name: "Corridor", description: "curriculum scene: 8 agents walk to a goal `goal_distance` cells ahead (env parameter, default 90) or a small one 3 behind" },
+    SceneInfo { name: "Pong", description: "competitive, symmetric: `Pong?team=0` vs `Pong?team=1`, each sees the field mirrored, +1/-1 per point" },
     SceneInfo { name: "Race", description: "competitive, symmetric: `Race?team=0` vs `Race?team=1`, first to the goal wins" },
     SceneInfo { name: "RaceAsymmetric", description: "competitive, 2 vs 1: `RaceDuo?team=0` (group) vs a faster `RaceSolo?team=1`" },
 ];
@@ -79,6 +82,7 @@ pub fn build(name: &str) -> Option<Box<dyn Scene>> {
             Box::new(SimpleScene::new(SimpleConfig { behaviors: vec!["1D?team=0".into(), opponent.into()], ..simple(c, d, 0.2) }))
         }
         "Corridor" => Box::new(Corridor::new()),
+        "Pong" => Box::new(Pong::new()),
         "Race" => Box::new(Race::symmetric()),
         "RaceAsymmetric" => Box::new(Race::asymmetric()),
         _ => return None,

@@ -435,7 +435,8 @@ impl Session<'_, '_> {
         for env in envs.envs_mut().iter() {
             for name in env.behavior_names() {
                 if !self.seen.contains(&name) && !new.iter().any(|(_, n, _)| *n == name) {
-                    new.push((BehaviorName::parse(&name).team_id, name.clone(), env.behavior_specs()[&name].clone()));
+                    let team = BehaviorName::parse_strict(&name).map_err(TrainError::Mismatch)?.team_id;
+                    new.push((team, name.clone(), env.behavior_specs()[&name].clone()));
                 }
             }
         }
