@@ -233,3 +233,17 @@ fn asymmetric_race_trains_and_exports_both_behaviors() {
     assert!(report["episodes"].as_u64().unwrap() >= 20, "{report}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A `self_play` block on a scene with a single team: a warning, and plain PPO (as 0.28 in
+/// effect trains it), with no self-play state in the checkpoints.
+#[test]
+fn self_play_on_a_single_team_trains_as_plain_ppo() {
+    let dir = temp_dir("self-play-single-team");
+    let config = dir.join("config.yaml");
+    std::fs::write(&config, "behaviors:\n  1D:\n    max_steps: 300\n    summary_freq: 100\n    hyperparameters: {batch_size: 16, buffer_size: 64}\n    self_play: {}\nenv_settings: {base_port: 0}\n").unwrap();
+    let (ok, log) = finish(spawn_learn_on("Simple1DDiscrete", &config, "run", &dir, &[]));
+    assert!(ok && log.contains("1D has a self_play block but the environment has only one team; it trains as plain PPO"), "{log}");
+    let last = checkpoint::latest(&dir.join("run/1D"), "1D").unwrap();
+    assert!(last.description.self_play.is_none() && last.description.step >= 300);
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -6,4 +6,5 @@ pub mod ghost;
 pub mod league;
 pub mod learn;
 pub mod networks;
+mod persistence;
 pub mod trainer;
