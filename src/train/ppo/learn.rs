@@ -5,6 +5,7 @@
 //! then a final checkpoint, the final exports, and the run logs.
 
 use super::league::League;
+pub use super::options::LearnOptions;
 use super::persistence::{create_trainer, restore_lessons, save_checkpoint, training_status_path};
 use super::trainer::PpoTrainer;
 use crate::comm::side_channel::{shared, StatsSideChannel, EngineConfig, EngineConfigurationChannel, EnvironmentParametersChannel, SharedSideChannel};
@@ -18,8 +19,7 @@ use crate::train::curriculum::{LessonManager, TrainerStanding, LESSON_NUMBER_TAG
 use crate::train::run_logs::{read_status_values, write_training_status, Timers, ELO};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::Ordering;
 
 /// What a training session tells whoever runs it; the library itself prints nothing and
 /// draws nothing (`mlagents-learn` prints the summaries and draws a progress bar).
@@ -37,37 +37,6 @@ pub trait LearnObserver {
 pub struct Silent;
 
 impl LearnObserver for Silent {}
-
-/// How to run a training session besides the configuration.
-#[derive(Debug, Clone)]
-pub struct LearnOptions {
-    /// `--env`: a build, `sim:SCENE`, or `None` for the Editor.
-    pub env: Option<String>,
-    /// The run folder: checkpoints, exports, TensorBoard files, run logs (None: nothing is
-    /// written, no checkpoints).
-    pub run_dir: Option<PathBuf>,
-    pub timeout_wait: Duration,
-    /// `--resume`: continue every behavior from its latest checkpoint in `run_dir` (step,
-    /// weights, normalisers, optimizer state).
-    pub resume: bool,
-    /// `--initialize-from`: another run folder whose latest checkpoints give the initial
-    /// weights (step 0, fresh optimizer).
-    pub initialize_from: Option<PathBuf>,
-    /// The resolved configuration, written to `<run>/configuration.yaml` once every behavior
-    /// present at the first reset has its trainer (for `--resume`: once its checkpoint has
-    /// loaded), so a failed start or resume leaves the earlier record as it was.
-    pub configuration_yaml: Option<String>,
-    /// Set (e.g. by a signal handler) to stop after the current step: a checkpoint is written,
-    /// the environments closed and the policies exported.
-    pub stop: Option<&'static AtomicBool>,
-}
-
-impl LearnOptions {
-    /// Options for `env` with nothing written to disk.
-    pub fn in_memory(env: &str) -> Self {
-        Self { env: Some(env.into()), run_dir: None, timeout_wait: Duration::from_secs(60), resume: false, initialize_from: None, configuration_yaml: None, stop: None }
-    }
-}
 
 /// What a session achieved, per behavior.
 #[derive(Debug, Clone)]

@@ -6,5 +6,6 @@ pub mod ghost;
 pub mod league;
 pub mod learn;
 pub mod networks;
+mod options;
 mod persistence;
 pub mod trainer;

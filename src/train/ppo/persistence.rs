@@ -2,7 +2,7 @@
 //! (`--resume`, `--initialize-from`, `init_path`), writing checkpoints with their exports and
 //! the curriculum and self-play records, and restoring the curriculum on `--resume`.
 
-use super::learn::LearnOptions;
+use super::options::LearnOptions;
 use super::league::League;
 use super::trainer::PpoTrainer;
 use crate::checkpoint;
