@@ -302,10 +302,17 @@ impl<W: Clone> GhostState<W> {
     }
 }
 
+/// One rated game: the learner's rating change and the rating it played against.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RatedGame {
+    pub change: f64,
+    pub opponent_rating: f64,
+}
+
 /// Applies one rated game of the learning behavior (0.28's `compute_elo_rating_changes`): the
 /// opponent's rating is that of the opponent its owner last swapped in; every team not learning
-/// loses the change from that opponent's rating, then the learner gains it. Returns the change.
-pub fn rate_game<W: Clone>(ghosts: &mut BTreeMap<String, &mut GhostState<W>>, rotation: &TeamRotation, learner: &str, result: f64) -> f64 {
+/// loses the change from that opponent's rating, then the learner gains it.
+pub fn rate_game<W: Clone>(ghosts: &mut BTreeMap<String, &mut GhostState<W>>, rotation: &TeamRotation, learner: &str, result: f64) -> RatedGame {
     let others: Vec<String> = rotation.owners.iter().filter(|(team, _)| Some(**team) != rotation.learning_team).map(|(_, owner)| owner.clone()).collect();
     let rating = ghosts[learner].elo();
     let opponent = others.iter().filter_map(|o| ghosts.get(o)).map(|g| g.opponent_elo()).last().unwrap_or(0.0);
@@ -318,7 +325,7 @@ pub fn rate_game<W: Clone>(ghosts: &mut BTreeMap<String, &mut GhostState<W>>, ro
     if let Some(g) = ghosts.get_mut(learner) {
         g.add_elo(change);
     }
-    change
+    RatedGame { change, opponent_rating: opponent }
 }
 
 #[cfg(test)]
@@ -350,8 +357,8 @@ mod tests {
         assert_eq!(ghosts["1D"].elo(), 1200.0);
         // Against snapshot 0: the learner gains what the snapshot loses.
         ghosts.get_mut("1D").unwrap().current_opponent = Opponent::Snapshot(0);
-        let change = rate(&mut ghosts);
-        assert_eq!(change, 0.5);
+        let game = rate(&mut ghosts);
+        assert_eq!(game, RatedGame { change: 0.5, opponent_rating: 1200.0 });
         assert_eq!((ghosts["1D"].elo(), ghosts["1D"].elos[0]), (1200.5, 1199.5));
     }
 

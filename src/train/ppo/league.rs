@@ -71,21 +71,17 @@ impl League {
     }
 
     /// Rates the games the learning team of `behavior` finished (each episode that ended on
-    /// its own: the sign of its last reward), recording `Self-play/ELO` and
-    /// `Self-play/Opponent ELO` for each.
+    /// its own: the sign of its last reward), recording `Self-play/ELO` (after the game) and
+    /// `Self-play/Opponent ELO` (the rating the game was played against) for each.
     pub fn rate(&mut self, behavior: &str, final_rewards: &[f32], trainer: &mut PpoTrainer) {
         if !self.has(behavior) {
             return;
         }
         for reward in final_rewards {
             let mut states: BTreeMap<String, &mut GhostState<Weights>> = self.ghosts.iter_mut().map(|(b, g)| (b.clone(), &mut g.state)).collect();
-            rate_game(&mut states, &self.rotation, behavior, game_result(*reward));
-            let opponents = self.rotation.owners.iter().filter(|(t, _)| Some(**t) != self.rotation.learning_team);
-            let opponent = opponents.filter_map(|(_, o)| states.get(o)).map(|g| g.opponent_elo()).last();
+            let game = rate_game(&mut states, &self.rotation, behavior, game_result(*reward));
             trainer.add_environment_stat(ELO, states[behavior].elo() as f32, StatsAggregation::Average);
-            if let Some(o) = opponent {
-                trainer.add_environment_stat("Self-play/Opponent ELO", o as f32, StatsAggregation::Average);
-            }
+            trainer.add_environment_stat("Self-play/Opponent ELO", game.opponent_rating as f32, StatsAggregation::Average);
         }
     }
 
