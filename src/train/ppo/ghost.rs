@@ -74,7 +74,8 @@ impl Ghost {
 
     /// Acts for a team that is not learning, and counts its steps as ghost steps when its
     /// trajectories end (at `time_horizon` or an episode's end); they are not trained on.
-    /// Returns the actions and the returns of the team's episodes that ended.
+    /// Returns the actions and the returns of the team's episodes that ended. Unlike 0.28,
+    /// the ghost's episode lengths and entropy are not mixed into the behavior's statistics.
     pub fn act(&mut self, team: i32, source: usize, decisions: &DecisionSteps, terminals: &TerminalSteps) -> Result<(ActionTuple, Vec<f32>), TrainError> {
         let player = self.players.get(&team).ok_or_else(|| TrainError::Mismatch(format!("{}: team {team} has no playing copy", self.behavior)))?;
         let sampled = sample_actions(&player.actor, &self.description, decisions)
