@@ -248,11 +248,6 @@ impl LessonManager {
         lengths.max().unwrap_or(1).max(1)
     }
 
-    /// The behaviors the completion criteria name.
-    pub fn behaviors(&self) -> std::collections::BTreeSet<&str> {
-        self.criteria().map(|c| c.behavior.as_str()).collect()
-    }
-
     fn criteria(&self) -> impl Iterator<Item = &CompletionCriteria> {
         self.parameters.iter().flat_map(|p| p.curriculum.iter().filter_map(|l| l.completion_criteria.as_ref()))
     }

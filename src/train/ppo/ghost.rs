@@ -17,18 +17,20 @@ use tch::{nn, Device};
 /// Prefix of the self-play tensors in a checkpoint.
 pub const SELF_PLAY_PREFIX: &str = "selfplay.";
 
-/// A team's playing copy of the actor.
+/// A team's playing copy of the actor, and the assembly of its steps into trajectories
+/// (counted as ghost steps while the team does not learn).
 struct Player {
     vs: nn::VarStore,
     actor: Actor,
+    processor: AgentProcessor,
 }
 
 impl Player {
-    fn new(description: &PolicyDescription, weights: &Weights) -> Self {
+    fn new(description: &PolicyDescription, weights: &Weights, time_horizon: usize) -> Self {
         let vs = nn::VarStore::new(Device::Cpu);
         let actor = Actor::new(&vs.root(), description);
         load_variables(&vs, weights);
-        Self { vs, actor }
+        Self { vs, actor, processor: AgentProcessor::new(time_horizon) }
     }
 }
 
@@ -39,7 +41,6 @@ pub struct Ghost {
     description: PolicyDescription,
     time_horizon: usize,
     players: BTreeMap<i32, Player>,
-    processors: BTreeMap<i32, AgentProcessor>,
 }
 
 impl Ghost {
@@ -50,21 +51,14 @@ impl Ghost {
             description: trainer.description.clone(),
             time_horizon: trainer.settings.time_horizon,
             players: BTreeMap::new(),
-            processors: BTreeMap::new(),
         }
     }
 
     /// A team of the behavior appears: it gets a playing copy of the trainable network.
     pub fn register_team(&mut self, team: i32, trainer: &PpoTrainer, rotation: &mut TeamRotation) {
         let weights = trainer.policy().1;
-        self.players.insert(team, Player::new(&self.description, &weights));
-        self.processors.insert(team, AgentProcessor::new(self.time_horizon));
+        self.players.insert(team, Player::new(&self.description, &weights, self.time_horizon));
         self.state.register_team(team, weights, rotation, &self.behavior);
-    }
-
-    /// How many teams of the behavior have appeared.
-    pub fn teams(&self) -> usize {
-        self.state.teams.len()
     }
 
     /// Whether `team` plays a ghost (it is not the learning team).
@@ -77,11 +71,10 @@ impl Ghost {
     /// Returns the actions and the returns of the team's episodes that ended. Unlike 0.28,
     /// the ghost's episode lengths and entropy are not mixed into the behavior's statistics.
     pub fn act(&mut self, team: i32, source: usize, decisions: &DecisionSteps, terminals: &TerminalSteps) -> Result<(ActionTuple, Vec<f32>), TrainError> {
-        let player = self.players.get(&team).ok_or_else(|| TrainError::Mismatch(format!("{}: team {team} has no playing copy", self.behavior)))?;
+        let player = self.players.get_mut(&team).ok_or_else(|| TrainError::Mismatch(format!("{}: team {team} has no playing copy", self.behavior)))?;
         let sampled = sample_actions(&player.actor, &self.description, decisions)
             .ok_or_else(|| TrainError::Mismatch(format!("{}: the opponent of team {team} produced non-finite actions (a diverged snapshot)", self.behavior)))?;
-        let processor = self.processors.entry(team).or_insert_with(|| AgentProcessor::new(self.time_horizon));
-        let (trajectories, episodes) = processor.add_steps(source, decisions, terminals, sampled.decisions);
+        let (trajectories, episodes) = player.processor.add_steps(source, decisions, terminals, sampled.decisions);
         self.state.ghost_step += trajectories.iter().map(|t| t.steps.len() as u64).sum::<u64>();
         Ok((sampled.actions, episodes.iter().map(|e| e.cumulative_reward).collect()))
     }
@@ -99,7 +92,7 @@ impl Ghost {
 
     /// The environments are reset: the ghost teams' episodes in progress are dropped.
     pub fn end_episodes(&mut self) {
-        self.processors.values_mut().for_each(AgentProcessor::drop_episodes_in_progress);
+        self.players.values_mut().for_each(|p| p.processor.drop_episodes_in_progress());
     }
 
     /// What a checkpoint keeps of self-play beyond 0.28 (self-play.md §10.1): the state and
