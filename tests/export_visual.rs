@@ -49,6 +49,8 @@ fn check(name: &str, observation_shapes: Vec<Vec<usize>>, action_spec: ActionSpe
         deterministic_discrete_actions: discrete,
         uniform: vec![],
         discrete_actions: vec![],
+        recurrent_in: vec![],
+        recurrent_out: vec![],
     };
     record.validate().unwrap();
     let dir = std::env::temp_dir().join(format!("mlagents-visual-{name}-{}", std::process::id()));

@@ -6,7 +6,7 @@
 //! Barracuda release runs are used.
 
 use crate::spec::model::{self, ModelInput};
-use super::model::{Activation, Input, Layer, LayerType, NnModel, WeightType};
+use super::model::{Activation, Input, Layer, LayerType, Memory, NnModel, WeightType};
 use super::writer::TensorBlob;
 use super::FORMAT_VERSION;
 use crate::policy::{names, PolicyDescription, PolicyError, SimpleVisualEncoder, WeightTensor, Weights, NORMALIZATION_CLIP};
@@ -136,6 +136,13 @@ pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnMod
         let d = b.dense(&format!("main_graph_0/hidden_{l}"), &x, weights, &names::body_weight(l), &names::body_bias(l))?;
         x = b.activation(&format!("main_graph_0/hidden_{l}/swish"), Activation::Swish, &d);
     }
+    let memories = if description.is_recurrent() {
+        let (h, memories) = lstm_cell(&mut b, &x, weights)?;
+        x = h;
+        memories
+    } else {
+        vec![]
+    };
     if actions.continuous_size > 0 {
         continuous_head(&mut b, &x, weights)?;
     } else {
@@ -143,7 +150,64 @@ pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnMod
         inputs.push(Input { name: model::ACTION_MASKS.into(), shape: vec![-1, 1, 1, total as i32] });
         discrete_head(&mut b, &x, weights, &actions.discrete_branches)?;
     }
-    Ok(assemble(b, inputs))
+    Ok(assemble(b, inputs, memories))
+}
+
+/// Names of the memories of a recurrent `.nn`: the names end in `_h` / `_c` as
+/// com.unity.ml-agents 1.x requires, h first so that an agent's memory vector is `[h | c]` as
+/// in the ONNX export (1.x concatenates the memories in declaration order).
+pub const MEMORY_H_IN: &str = "recurrent_in_h";
+pub const MEMORY_H_OUT: &str = "recurrent_out_h";
+pub const MEMORY_C_IN: &str = "recurrent_in_c";
+pub const MEMORY_C_OUT: &str = "recurrent_out_c";
+
+/// The LSTM cell as the TF-era exporter lowered it (lstm.md §6.2-6.3): `Concat(x, h)`, one
+/// Dense per gate (kernel rows: input then recurrent weights; bias: the sum of torch's two),
+/// Sigmoid/Tanh, `c' = c·f + i·g`, `h' = o·tanh(c')`. Returns `h'` and the two memories
+/// (`[1, 1, 1, m/2]` each).
+fn lstm_cell(b: &mut NnBuilder, x: &str, weights: &Weights) -> Result<(String, Vec<Memory>), PolicyError> {
+    use crate::policy::lstm::{Gate, LstmWeights};
+    let lstm = LstmWeights::read(weights)?;
+    let (hidden, input) = (lstm.hidden, lstm.input_size);
+    let joined = {
+        let mut concat = Layer::new("lstm/concat", LayerType::Concat, &[x, MEMORY_H_IN]);
+        concat.axis = 3;
+        b.layers.push(concat);
+        "lstm/concat".to_string()
+    };
+    let mut gate = |gate: Gate, label: &str, activation: Activation| -> Result<String, PolicyError> {
+        let w = lstm.gate(gate);
+        // torch [h, in] and [h, h] side by side as one [h, in + h] weight.
+        let mut joined_weight = Vec::with_capacity(hidden * (input + hidden));
+        for k in 0..hidden {
+            joined_weight.extend_from_slice(&w.input[k * input..(k + 1) * input]);
+            joined_weight.extend_from_slice(&w.recurrent[k * hidden..(k + 1) * hidden]);
+        }
+        let bias: Vec<f32> = w.input_bias.iter().zip(&w.recurrent_bias).map(|(a, b)| a + b).collect();
+        let name = format!("lstm/{label}");
+        let dense = b.dense_values(
+            &name,
+            &joined,
+            &WeightTensor { shape: vec![hidden, input + hidden], data: joined_weight },
+            &WeightTensor { shape: vec![hidden], data: bias },
+        )?;
+        Ok(b.activation(&format!("{name}/activation"), activation, &dense))
+    };
+    let i = gate(Gate::Input, "input_gate", Activation::Sigmoid)?;
+    let g = gate(Gate::Cell, "cell_gate", Activation::Tanh)?;
+    let f = gate(Gate::Forget, "forget_gate", Activation::Sigmoid)?;
+    let o = gate(Gate::Output, "output_gate", Activation::Sigmoid)?;
+    let kept = b.layer("lstm/kept", LayerType::Mul, &[MEMORY_C_IN, &f]);
+    let written = b.layer("lstm/written", LayerType::Mul, &[&i, &g]);
+    let c = b.layer(MEMORY_C_OUT, LayerType::Add, &[&kept, &written]);
+    let squashed = b.activation("lstm/tanh_c", Activation::Tanh, &c);
+    let h = b.layer(MEMORY_H_OUT, LayerType::Mul, &[&o, &squashed]);
+    let shape = vec![1, 1, 1, hidden as i32];
+    let memories = vec![
+        Memory { shape: shape.clone(), input: MEMORY_H_IN.into(), output: MEMORY_H_OUT.into() },
+        Memory { shape, input: MEMORY_C_IN.into(), output: MEMORY_C_OUT.into() },
+    ];
+    Ok((h, memories))
 }
 
 /// ML-Agents' constants, in the Load layer that is named after its first tensor
@@ -153,7 +217,7 @@ fn write_constants(b: &mut NnBuilder, description: &PolicyDescription) -> Result
     let continuous = actions.continuous_size > 0;
     let output_size = if continuous { actions.continuous_size } else { actions.discrete_branches.iter().sum() };
     b.constant(model::ACTION_OUTPUT_SHAPE, &[output_size as f32])?;
-    b.constant(model::MEMORY_SIZE, &[0.0])?;
+    b.constant(model::MEMORY_SIZE, &[description.memory_size as f32])?;
     b.constant(model::VERSION_NUMBER, &[2.0])?;
     b.constant(model::IS_CONTINUOUS_CONTROL, &[if continuous { 1.0 } else { 0.0 }])?;
     Ok(())
@@ -292,7 +356,7 @@ fn discrete_head(b: &mut NnBuilder, x: &str, weights: &Weights, discrete_branche
 
 /// The model: the Load layer of constants first, then the other layers, tensors repacked in
 /// file order.
-fn assemble(b: NnBuilder, inputs: Vec<Input>) -> NnModel {
+fn assemble(b: NnBuilder, inputs: Vec<Input>, memories: Vec<Memory>) -> NnModel {
     let NnBuilder { blob, mut layers, constants } = b;
     let mut ordered = vec![constants];
     ordered.append(&mut layers);
@@ -300,7 +364,7 @@ fn assemble(b: NnBuilder, inputs: Vec<Input>) -> NnModel {
         version: FORMAT_VERSION,
         inputs,
         outputs: vec![model::ACTION.into()],
-        memories: vec![],
+        memories,
         layers: ordered,
         weight_type: WeightType::Float32,
         padding: vec![],

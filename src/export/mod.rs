@@ -68,6 +68,8 @@ pub fn parity_record(checkpoint: &Checkpoint, files: BTreeMap<String, String>) -
         deterministic_discrete_actions: values(model::DETERMINISTIC_DISCRETE_ACTIONS).iter().map(|v| *v as i64).collect(),
         uniform: values("uniform"),
         discrete_actions: values(model::DISCRETE_ACTIONS).iter().map(|v| *v as i64).collect(),
+        recurrent_in: values(model::RECURRENT_IN),
+        recurrent_out: values(model::RECURRENT_OUT),
     })
 }
 

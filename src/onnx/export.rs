@@ -191,6 +191,45 @@ fn continuous_head(g: &mut GraphBuilder, h: &str, weights: &Weights, c: usize, s
     Ok(())
 }
 
+/// The LSTM of a recurrent policy in the shape Unity's importers accept (lstm.md §4.2-4.3):
+/// `Transpose(recurrent_in)` → `Slice` h0 / c0 → ONNX `LSTM` over a sequence of one step →
+/// the output as `[batch, m/2]` (returned), and `Concat(Y_h, Y_c)` → `Transpose` →
+/// `recurrent_out` `[batch, 1, m]`. Never slices `recurrent_in` directly (Barracuda would take
+/// the graph for a legacy one).
+fn recurrent_section(g: &mut GraphBuilder, x: String, description: &PolicyDescription, weights: &Weights) -> Result<String, PolicyError> {
+    use crate::policy::lstm::{Gate, LstmWeights};
+    let lstm = LstmWeights::read(weights)?;
+    let (hidden, input) = (lstm.hidden as i64, lstm.input_size as i64);
+    let order = Gate::ONNX_ORDER.map(|gate| lstm.gate(gate));
+    let w: Vec<f32> = order.iter().flat_map(|w| w.input.iter().copied()).collect();
+    let r: Vec<f32> = order.iter().flat_map(|w| w.recurrent.iter().copied()).collect();
+    let b: Vec<f32> = order.iter().flat_map(|w| w.input_bias.iter().copied()).chain(order.iter().flat_map(|w| w.recurrent_bias.iter().copied())).collect();
+    let w = g.constant("lstm.W", &[1, 4 * hidden, input], w);
+    let r = g.constant("lstm.R", &[1, 4 * hidden, hidden], r);
+    let b = g.constant("lstm.B", &[1, 8 * hidden], b);
+    let perm = || vec![attr_ints("perm", &[1, 0, 2])];
+    let sequence_shape = g.constant_i64("lstm.shape", &[3], vec![-1, 1, input]);
+    let sequence = g.node("Reshape", vec![x, sequence_shape], vec![], "lstm");
+    let seq_first = g.node("Transpose", vec![sequence], perm(), "lstm");
+    let memories = g.node("Transpose", vec![model::RECURRENT_IN.into()], perm(), "lstm");
+    let slice = |g: &mut GraphBuilder, start: i64, end: i64| {
+        g.node("Slice", vec![memories.clone()], vec![attr_ints("axes", &[2]), attr_ints("starts", &[start]), attr_ints("ends", &[end])], "lstm")
+    };
+    let h0 = slice(g, 0, hidden);
+    let c0 = slice(g, hidden, i64::MAX);
+    let outputs = [g.fresh("lstm.Y"), g.fresh("lstm.Y_h"), g.fresh("lstm.Y_c")];
+    g.node_outputs("LSTM", vec![seq_first, w, r, b, String::new(), h0, c0], vec![attr_int("hidden_size", hidden)], &outputs);
+    let [y, y_h, y_c] = outputs;
+    let squeezed = g.node("Squeeze", vec![y], vec![attr_ints("axes", &[1])], "lstm");
+    let batch_first = g.node("Transpose", vec![squeezed], perm(), "lstm");
+    let flat_shape = g.constant_i64("lstm.flat", &[2], vec![-1, hidden]);
+    let encoding = g.node("Reshape", vec![batch_first, flat_shape], vec![], "lstm");
+    let state = g.node("Concat", vec![y_h, y_c], vec![attr_int("axis", -1)], "lstm");
+    g.node_into("Transpose", vec![state], perm(), model::RECURRENT_OUT);
+    debug_assert_eq!(description.memory_size as i64, 2 * hidden);
+    Ok(encoding)
+}
+
 /// Builds the ONNX model of a policy (model API 3).
 pub fn to_onnx(description: &PolicyDescription, weights: &Weights) -> Result<ModelProto, PolicyError> {
     to_onnx_api(description, weights, OnnxApi::V3)
@@ -204,10 +243,14 @@ pub fn to_onnx_api(description: &PolicyDescription, weights: &Weights, api: Onnx
     if api == OnnxApi::V2 {
         return to_onnx_v2(g, description, weights);
     }
-    let (mut inputs, h) = body(&mut g, description, weights, api)?;
+    let (mut inputs, mut h) = body(&mut g, description, weights, api)?;
+    let m = description.memory_size as i64;
+    if description.is_recurrent() {
+        h = recurrent_section(&mut g, h, description, weights)?;
+    }
     let mut outputs = vec![value_info(model::VERSION_NUMBER, FLOAT, &[1]), value_info(model::MEMORY_SIZE, FLOAT, &[1])];
     constant_output(&mut g, model::VERSION_NUMBER, &[1], vec![MODEL_API_VERSION]);
-    constant_output(&mut g, model::MEMORY_SIZE, &[1], vec![0.0]);
+    constant_output(&mut g, model::MEMORY_SIZE, &[1], vec![m as f32]);
     let c = actions.continuous_size;
     if c > 0 {
         continuous_head(&mut g, &h, weights, c, model::CONTINUOUS_ACTIONS, Some(model::DETERMINISTIC_CONTINUOUS_ACTIONS))?;
@@ -234,6 +277,10 @@ pub fn to_onnx_api(description: &PolicyDescription, weights: &Weights, api: Onnx
         outputs.push(value_info(model::DISCRETE_ACTION_OUTPUT_SHAPE, FLOAT, &[1, branches.len() as i64]));
         outputs.push(value_info(model::DETERMINISTIC_DISCRETE_ACTIONS, INT64, &[-1, branches.len() as i64]));
     }
+    if description.is_recurrent() {
+        inputs.push(value_info(model::RECURRENT_IN, FLOAT, &[-1, 1, m]));
+        outputs.push(value_info(model::RECURRENT_OUT, FLOAT, &[-1, 1, m]));
+    }
     Ok(g.finish("mlagents-rs policy", OPSET, inputs, outputs, "mlagents-rs"))
 }
 
@@ -243,6 +290,11 @@ fn to_onnx_v2(mut g: GraphBuilder, description: &PolicyDescription, weights: &We
     let actions = &description.action_spec;
     if actions.is_hybrid() {
         return Err(PolicyError::Unsupported("model API 2 has no hybrid actions; export API 3".into()));
+    }
+    if description.is_recurrent() {
+        return Err(PolicyError::Unsupported(
+            "model API 2 with memory: com.unity.ml-agents 2.x and later refuse version-2 models that use memory; export API 3 (or the .nn for 1.x)".into(),
+        ));
     }
     let (mut inputs, h) = body(&mut g, description, weights, OnnxApi::V2)?;
     let continuous = actions.continuous_size > 0;

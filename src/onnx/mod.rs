@@ -81,6 +81,12 @@ impl GraphBuilder {
         self.nodes.push(NodeProto { input: inputs, output: vec![output.into()], name, op_type: op.into(), attribute, ..Default::default() });
     }
 
+    /// Adds a node with several outputs, named exactly `outputs`.
+    pub fn node_outputs(&mut self, op: &str, inputs: Vec<String>, attribute: Vec<AttributeProto>, outputs: &[String]) {
+        let name = format!("{}_node", outputs[0]);
+        self.nodes.push(NodeProto { input: inputs, output: outputs.to_vec(), name, op_type: op.into(), attribute, ..Default::default() });
+    }
+
     /// A float initializer; returns its (fresh) name.
     pub fn constant(&mut self, base: &str, dims: &[i64], data: Vec<f32>) -> String {
         let name = self.fresh(base);

@@ -4,6 +4,7 @@
 //! A reference forward pass (plain Rust) gives the deterministic outputs the exports must
 //! reproduce.
 
+pub mod lstm;
 pub mod parity;
 
 use crate::spec::ActionSpec;
@@ -99,6 +100,11 @@ pub mod names {
     pub fn visual_dense_bias(obs: usize) -> String {
         format!("network_body.observation_encoder.processors.{obs}.dense.0.bias")
     }
+    /// The LSTM of a recurrent body (torch's `nn.LSTM`, gate order i, f, g, o).
+    pub const LSTM_WEIGHT_IH: &str = "network_body.lstm.lstm.weight_ih_l0";
+    pub const LSTM_WEIGHT_HH: &str = "network_body.lstm.lstm.weight_hh_l0";
+    pub const LSTM_BIAS_IH: &str = "network_body.lstm.lstm.bias_ih_l0";
+    pub const LSTM_BIAS_HH: &str = "network_body.lstm.lstm.bias_hh_l0";
 }
 
 /// ML-Agents' `simple` visual encoder on a `[height, width, channels]` image: Conv 16 k8 s4 →
@@ -163,9 +169,9 @@ impl PolicyDescription {
             }
         }
         let actions = &self.action_spec;
-        let sizes = [self.hidden_units, actions.continuous_size, actions.discrete_branches.len()];
+        let sizes = [self.hidden_units, self.memory_size, actions.continuous_size, actions.discrete_branches.len()];
         if sizes.iter().chain(&actions.discrete_branches).any(|s| *s > LARGEST) {
-            return bounds(format!("hidden_units {} or the action spec {actions} is larger than {LARGEST}", self.hidden_units));
+            return bounds(format!("hidden_units {}, memory_size {} or the action spec {actions} is larger than {LARGEST}", self.hidden_units, self.memory_size));
         }
         Ok(())
     }
@@ -188,6 +194,17 @@ impl PolicyDescription {
         compare("normalize", self.normalize.to_string(), other.normalize.to_string());
         compare("memory_size", self.memory_size.to_string(), other.memory_size.to_string());
         found
+    }
+
+    /// Whether the network has an LSTM (`memory_size` > 0).
+    pub fn is_recurrent(&self) -> bool {
+        self.memory_size > 0
+    }
+
+    /// Width of what the action heads read: the LSTM's output (`memory_size / 2`) in a
+    /// recurrent network, else the body's (`hidden_units`).
+    pub fn head_width(&self) -> usize {
+        if self.is_recurrent() { self.memory_size / 2 } else { self.hidden_units }
     }
 
     /// Width of the concatenated observation encodings.
@@ -234,6 +251,14 @@ impl PolicyDescription {
             shapes.push((names::body_bias(l), vec![self.hidden_units]));
             width = self.hidden_units;
         }
+        if self.is_recurrent() {
+            let hidden = self.memory_size / 2;
+            shapes.push((names::LSTM_WEIGHT_IH.into(), vec![4 * hidden, width]));
+            shapes.push((names::LSTM_WEIGHT_HH.into(), vec![4 * hidden, hidden]));
+            shapes.push((names::LSTM_BIAS_IH.into(), vec![4 * hidden]));
+            shapes.push((names::LSTM_BIAS_HH.into(), vec![4 * hidden]));
+            width = hidden;
+        }
         let c = self.action_spec.continuous_size;
         if c > 0 {
             shapes.push((names::MU_WEIGHT.into(), vec![c, width]));
@@ -257,8 +282,8 @@ impl PolicyDescription {
                 )));
             }
         }
-        if self.memory_size > 0 {
-            return Err(PolicyError::Unsupported("recurrent policies are not exported yet".into()));
+        if self.memory_size % 2 != 0 {
+            return Err(PolicyError::Unsupported(format!("memory_size {} is odd; a memory is [h | c], two halves of the LSTM's width", self.memory_size)));
         }
         for (name, expected) in self.weight_shapes() {
             let found = weights.0.get(&name).ok_or_else(|| PolicyError::Missing { name: name.clone() })?;
@@ -400,7 +425,26 @@ pub fn reference_forward(
     masks: Option<&[f32]>,
     n: usize,
 ) -> Result<(Vec<f32>, Vec<i64>), PolicyError> {
+    let (continuous, discrete, _) = reference_step(description, weights, observations, masks, None, n)?;
+    Ok((continuous, discrete))
+}
+
+/// [`reference_forward`] for one step of a recurrent policy too: each row's LSTM starts from
+/// its `memories` row (`[n, memory_size]`, `[h | c]`; zeros when None). Returns the
+/// deterministic actions and the memories after the step (empty for a feed-forward policy).
+pub fn reference_step(
+    description: &PolicyDescription,
+    weights: &Weights,
+    observations: &[Vec<f32>],
+    masks: Option<&[f32]>,
+    memories: Option<&[f32]>,
+    n: usize,
+) -> Result<(Vec<f32>, Vec<i64>, Vec<f32>), PolicyError> {
     description.check(weights)?;
+    let m = description.memory_size;
+    if memories.is_some_and(|mem| mem.len() != n * m) {
+        return Err(PolicyError::Unsupported(format!("{n} rows need memories of {m} floats per row")));
+    }
     let sizes = description.observation_sizes();
     let given: Vec<usize> = observations.iter().map(|o| o.len()).collect();
     let total_actions: usize = description.action_spec.discrete_branches.iter().sum();
@@ -438,6 +482,11 @@ pub fn reference_forward(
         h = linear(&h, n, weights.get(&names::body_weight(l))?, weights.get(&names::body_bias(l))?);
         h.iter_mut().for_each(|v| *v *= 1.0 / (1.0 + (-*v).exp()));
     }
+    let mut memories_after = vec![];
+    if description.is_recurrent() {
+        let zeros = vec![0.0; n * m];
+        (h, memories_after) = lstm::LstmWeights::read(weights)?.step(&h, memories.unwrap_or(&zeros), n);
+    }
     let mut continuous = vec![];
     if description.action_spec.continuous_size > 0 {
         let mu = linear(&h, n, weights.get(names::MU_WEIGHT)?, weights.get(names::MU_BIAS)?);
@@ -462,5 +511,5 @@ pub fn reference_forward(
         }
         start += k;
     }
-    Ok((continuous, discrete))
+    Ok((continuous, discrete, memories_after))
 }

@@ -44,6 +44,13 @@ pub struct ParityRecord {
     /// `[batch, branches]`.
     #[serde(default)]
     pub discrete_actions: Vec<i64>,
+    /// A recurrent policy's memory before each row's step, `[batch, memory_size]` (`[h | c]`;
+    /// the memory the network read when it acted). Absent for feed-forward policies.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recurrent_in: Vec<f32>,
+    /// The memory after each row's step, `[batch, memory_size]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recurrent_out: Vec<f32>,
 }
 
 /// The class a uniform draw `u` picks from probabilities `p` (normalised here): the number of
@@ -113,6 +120,8 @@ impl ParityRecord {
         expect(model::DETERMINISTIC_CONTINUOUS_ACTIONS, self.deterministic_continuous_actions.len(), spec.continuous_size)?;
         expect(model::CONTINUOUS_ACTIONS, self.continuous_actions.len(), spec.continuous_size)?;
         expect(model::DETERMINISTIC_DISCRETE_ACTIONS, self.deterministic_discrete_actions.len(), spec.discrete_size())?;
+        expect(model::RECURRENT_IN, self.recurrent_in.len(), self.policy.memory_size)?;
+        expect(model::RECURRENT_OUT, self.recurrent_out.len(), self.policy.memory_size)?;
         if !self.uniform.is_empty() || !self.discrete_actions.is_empty() {
             expect("uniform", self.uniform.len(), spec.discrete_size())?;
             expect(model::DISCRETE_ACTIONS, self.discrete_actions.len(), spec.discrete_size())?;

@@ -174,10 +174,29 @@ fn check_recorded(model: &Path, sha256: &str, record: &ParityRecord, tolerance: 
     let policy = Policy::load(model, LoadOptions { deterministic: true, ..Default::default() })?;
     let non_finite_weights = policy.non_finite_weights();
     let mut driver = PolicyDriver::new(policy, &record.behavior, &spec, true, 0)?;
+    // A recurrent record: every row steps from the memory it recorded.
+    let m = record.policy.memory_size;
+    if m > 0 {
+        for (r, memory) in record.recurrent_in.chunks_exact(m).enumerate() {
+            driver.set_memory(r as i32, memory.to_vec());
+        }
+    }
     let inputs = driver.inputs(&steps);
     let outputs = driver.policy().run(&inputs)?;
     let missing = |what: &str| PlayError::Mismatch { behavior: record.behavior.clone(), detail: format!("the model has no {what} output") };
     let mut checks = vec![];
+    if m > 0 {
+        let interface = driver.policy().interface()?;
+        if interface.memory_size != m || interface.memories.is_empty() {
+            return Err(PlayError::Mismatch {
+                behavior: record.behavior.clone(),
+                detail: format!("the record is of a recurrent policy with memory_size {m}; the model carries {} floats of memory", interface.memory_size),
+            });
+        }
+        let outputs_named = interface.memories.iter().map(|s| s.output.as_str()).collect::<Vec<_>>().join(" + ");
+        let after = TensorData { shape: vec![n, m], data: driver.memories_after(&outputs, n) };
+        checks.push(compare_continuous(&outputs_named, model::RECURRENT_OUT, &after, &record.recurrent_out, n, m, tolerance));
+    }
     if c > 0 {
         let (name, t) = [model::DETERMINISTIC_CONTINUOUS_ACTIONS, model::ACTION]
             .iter()

@@ -183,9 +183,32 @@ pub struct NetworkSettings {
     pub hidden_units: usize,
     pub num_layers: usize,
     pub vis_encode_type: VisualEncoder,
-    pub memory: Option<()>,
+    /// The recurrent memory (`memory:`), if the network has one (lstm.md §1.1).
+    pub memory: Option<MemorySettings>,
     pub goal_conditioning_type: GoalConditioning,
     pub deterministic: bool,
+}
+
+/// `network_settings.memory` with 0.28's defaults: an LSTM of `memory_size / 2` hidden units
+/// in the actor and in the critic, trained on sequences of `sequence_length` steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct MemorySettings {
+    pub memory_size: usize,
+    pub sequence_length: usize,
+}
+
+impl Default for MemorySettings {
+    fn default() -> Self {
+        Self { memory_size: 128, sequence_length: 64 }
+    }
+}
+
+/// A `memory` block as the YAML gives it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMemory {
+    memory_size: Option<i64>,
+    sequence_length: Option<i64>,
 }
 
 /// The extrinsic reward signal, resolved.
@@ -548,11 +571,18 @@ impl Context<'_> {
         if settings.time_horizon == 0 || settings.summary_freq == 0 || h.num_epoch == 0 {
             return Err(invalid("time_horizon, summary_freq and num_epoch must be positive".into()));
         }
+        if let Some(memory) = settings.network_settings.memory.filter(|m| m.sequence_length > h.batch_size) {
+            let rule = format!("When using memory, sequence length must be less than or equal to batch size ({}).", h.batch_size);
+            return Err(self.out_of_range(name, "sequence_length", memory.sequence_length, &rule));
+        }
         self.check_ranges(name, &settings)?;
         let self_play = match s.self_play.as_ref().or(b.self_play.as_ref()) {
             Some(raw) => Some(self.self_play(name, raw, settings.max_steps)?),
             None => None,
         };
+        if self_play.is_some() && settings.network_settings.memory.is_some() {
+            return Err(self.unsupported(&format!("memory (a recurrent network) with self_play of {name}"), "memory", name, "the ghost teams do not keep memories yet"));
+        }
         Ok(TrainerSettings { self_play, ..settings })
     }
 
@@ -773,18 +803,41 @@ impl Context<'_> {
     fn network(&self, name: &str, s: Option<&RawNetworkSettings>, b: Option<&RawNetworkSettings>) -> Result<NetworkSettings, ConfigError> {
         let empty = RawNetworkSettings::default();
         let (s, b) = (s.unwrap_or(&empty), b.unwrap_or(&empty));
-        if s.memory.as_ref().or(b.memory.as_ref()).is_some_and(|m| !m.is_null()) {
-            return Err(self.unsupported(&format!("memory (recurrent networks) of {name}"), "memory", name, "feed-forward networks only"));
-        }
+        let memory = match s.memory.as_ref().or(b.memory.as_ref()).filter(|m| !m.is_null()) {
+            Some(raw) => Some(self.memory(name, raw)?),
+            None => None,
+        };
         Ok(NetworkSettings {
             normalize: s.normalize.or(b.normalize).unwrap_or(false),
             hidden_units: s.hidden_units.or(b.hidden_units).unwrap_or(128),
             num_layers: s.num_layers.or(b.num_layers).unwrap_or(2),
             vis_encode_type: s.vis_encode_type.or(b.vis_encode_type).unwrap_or(VisualEncoder::Simple),
-            memory: None,
+            memory,
             goal_conditioning_type: s.goal_conditioning_type.or(b.goal_conditioning_type).unwrap_or(GoalConditioning::Hyper),
             deterministic: s.deterministic.or(b.deterministic).unwrap_or(false),
         })
+    }
+
+    /// A `memory` block: 0.28's defaults and checks (`memory_size` above 0 and even, with its
+    /// messages), and a `sequence_length` of at least 1 (0.28 takes 0 and fails later).
+    fn memory(&self, name: &str, raw: &serde_norway::Value) -> Result<MemorySettings, ConfigError> {
+        let raw: RawMemory = serde_norway::from_value(raw.clone()).map_err(|e| ConfigError::Parse {
+            file: self.file.into(),
+            message: format!("line {}: memory of {name}: {e}", self.line_of("memory", name)),
+        })?;
+        let defaults = MemorySettings::default();
+        let memory_size = raw.memory_size.unwrap_or(defaults.memory_size as i64);
+        let sequence_length = raw.sequence_length.unwrap_or(defaults.sequence_length as i64);
+        if memory_size <= 0 {
+            return Err(self.out_of_range(name, "memory_size", memory_size, "When using a recurrent network, memory size must be greater than 0."));
+        }
+        if memory_size % 2 != 0 {
+            return Err(self.out_of_range(name, "memory_size", memory_size, "When using a recurrent network, memory size must be divisible by 2."));
+        }
+        if sequence_length <= 0 {
+            return Err(self.out_of_range(name, "sequence_length", sequence_length, "it must be at least 1 step"));
+        }
+        Ok(MemorySettings { memory_size: memory_size as usize, sequence_length: sequence_length as usize })
     }
 
     /// The `environment_parameters` section (environment_parameters.rs). A completion
@@ -865,11 +918,32 @@ mod tests {
     }
 
     #[test]
+    fn memory_takes_0_28_defaults_and_checks() {
+        let parse = |memory: &str| RunOptions::from_yaml(&format!("behaviors:\n  B:\n    hyperparameters: {{batch_size: 64, buffer_size: 128}}\n    network_settings:\n      memory: {memory}\n"), "t.yaml");
+        let o = parse("{}").unwrap();
+        assert_eq!(o.settings_for("B").unwrap().network_settings.memory, Some(MemorySettings { memory_size: 128, sequence_length: 64 }));
+        let o = parse("{memory_size: 16, sequence_length: 8}").unwrap();
+        assert_eq!(o.settings_for("B").unwrap().network_settings.memory, Some(MemorySettings { memory_size: 16, sequence_length: 8 }));
+        for (memory, expected) in [
+            ("{memory_size: 0}", "memory size must be greater than 0"),
+            ("{memory_size: 15}", "memory size must be divisible by 2"),
+            ("{sequence_length: 0}", "at least 1 step"),
+            ("{sequence_length: 65}", "sequence length must be less than or equal to batch size (64)"),
+            ("{memory_sise: 16}", "memory_sise"),
+        ] {
+            let e = parse(memory).unwrap_err().to_string();
+            assert!(e.contains(expected) && e.contains("line 5"), "{memory}: {e}");
+        }
+        let self_play = "behaviors:\n  B:\n    network_settings:\n      memory: {memory_size: 16}\n    self_play: {}\n";
+        let e = RunOptions::from_yaml(self_play, "t.yaml").unwrap_err().to_string();
+        assert!(e.contains("self_play") && e.contains("not supported"), "{e}");
+    }
+
+    #[test]
     fn unsupported_features_name_the_key_and_line() {
         let cases = [
             ("behaviors:\n  B:\n    reward_signals:\n      curiosity:\n        strength: 0.02\n", "curiosity", 4),
             ("behaviors:\n  B:\n    trainer_type: sac\n", "sac", 3),
-            ("behaviors:\n  B:\n    network_settings:\n      memory: {memory_size: 16, sequence_length: 64}\n", "memory", 4),
         ];
         for (yaml, what, line) in cases {
             let e = RunOptions::from_yaml(yaml, "t.yaml").unwrap_err();

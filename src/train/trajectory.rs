@@ -15,6 +15,8 @@ pub struct Decision {
     pub discrete: Vec<i32>,
     /// Log-probability of each continuous action, then of each discrete branch's choice.
     pub log_probs: Vec<f32>,
+    /// The memory a recurrent network read when it chose (empty for a feed-forward one).
+    pub memory: Vec<f32>,
 }
 
 /// One transition.
@@ -176,7 +178,7 @@ mod tests {
     }
 
     fn act(a: f32) -> Decision {
-        Decision { continuous: vec![a], discrete: vec![], log_probs: vec![-1.0] }
+        Decision { continuous: vec![a], discrete: vec![], log_probs: vec![-1.0], memory: vec![] }
     }
 
     #[test]

@@ -115,6 +115,28 @@ impl PolicyDriver {
         }
     }
 
+    /// Sets the memory an agent's next decision reads (`memory_size` floats in the model's
+    /// memory layout), e.g. one a parity record holds.
+    pub fn set_memory(&mut self, agent: i32, memory: Vec<f32>) {
+        self.carry.memories.insert(agent, memory);
+    }
+
+    /// Each row's memory after a run, `[n, memory_size]`, assembled from the model's memory
+    /// outputs (`recurrent_out`, or a `.nn`'s memories side by side).
+    pub fn memories_after(&self, outputs: &NamedTensors, n: usize) -> Vec<f32> {
+        let mut after = vec![0.0; n * self.memory_size];
+        for (name, offset, size) in &self.memory_outputs {
+            let Some(t) = outputs.get(name) else { continue };
+            let width = t.data.len() / n.max(1);
+            let take = (*size).min(width);
+            for k in 0..n {
+                let row = k * self.memory_size + offset;
+                after[row..row + take].copy_from_slice(&t.data[k * width..k * width + take]);
+            }
+        }
+        after
+    }
+
     /// Builds the model inputs for a batch of decisions.
     pub fn inputs(&mut self, steps: &DecisionSteps) -> NamedTensors {
         let noise = (!self.deterministic).then_some(&mut self.rng);
@@ -155,14 +177,9 @@ impl PolicyDriver {
         if self.memory_size == 0 {
             return;
         }
-        for (name, offset, size) in &self.memory_outputs {
-            let Some(t) = outputs.get(name) else { continue };
-            let width = t.data.len() / n;
-            for (k, id) in steps.agent_id.iter().enumerate() {
-                let memory = self.carry.memories.entry(*id).or_insert_with(|| vec![0.0; self.memory_size]);
-                let take = (*size).min(width);
-                memory[*offset..*offset + take].copy_from_slice(&t.data[k * width..k * width + take]);
-            }
+        let after = self.memories_after(outputs, n);
+        for (id, memory) in steps.agent_id.iter().zip(after.chunks_exact(self.memory_size)) {
+            self.carry.memories.insert(*id, memory.to_vec());
         }
     }
 }

@@ -72,7 +72,7 @@ impl Ghost {
     /// the ghost's episode lengths and entropy are not mixed into the behavior's statistics.
     pub fn act(&mut self, team: i32, source: usize, decisions: &DecisionSteps, terminals: &TerminalSteps) -> Result<(ActionTuple, Vec<f32>), TrainError> {
         let player = self.players.get_mut(&team).ok_or_else(|| TrainError::Mismatch(format!("{}: team {team} has no playing copy", self.behavior)))?;
-        let sampled = sample_actions(&player.actor, &self.description, decisions)
+        let sampled = sample_actions(&player.actor, &self.description, decisions, None)
             .ok_or_else(|| TrainError::Mismatch(format!("{}: the opponent of team {team} produced non-finite actions (a diverged snapshot)", self.behavior)))?;
         let (trajectories, episodes) = player.processor.add_steps(source, decisions, terminals, sampled.decisions);
         self.state.ghost_step += trajectories.iter().map(|t| t.steps.len() as u64).sum::<u64>();

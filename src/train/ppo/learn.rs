@@ -233,7 +233,7 @@ impl Session<'_, '_> {
                 let (actions, returns) = if self.league.ghost_plays(&parsed.name, parsed.team_id) {
                     timers.time("act", || self.league.act(&parsed.name, parsed.team_id, source, &decisions, &terminals))?
                 } else {
-                    let (actions, chosen) = timers.time("act", || trainer.act(&decisions))?;
+                    let (actions, chosen) = timers.time("act", || trainer.act(source, &decisions, &terminals))?;
                     // A self-play learning team's steps count past max_steps (they drive team changes).
                     if trainer.should_train() || self.league.has(&parsed.name) {
                         let ingested = timers.time("process_trajectory", || trainer.ingest(source, &decisions, &terminals, chosen));

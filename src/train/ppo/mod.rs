@@ -5,6 +5,7 @@ pub mod adam;
 pub mod ghost;
 pub mod league;
 pub mod learn;
+pub mod memory;
 pub mod networks;
 mod options;
 mod persistence;

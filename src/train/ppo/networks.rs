@@ -80,10 +80,57 @@ enum Processor {
     Visual(VisualEncoder),
 }
 
-/// Observation processors + Swish MLP.
+/// ML-Agents' one-layer LSTM (`network_body.lstm.lstm`, torch gate order i, f, g, o) of
+/// `memory_size / 2` hidden units, reading the body's output; memories are `[h | c]`
+/// (lstm.md §1.3).
+struct Lstm {
+    weight_ih: Tensor,
+    weight_hh: Tensor,
+    bias_ih: Tensor,
+    bias_hh: Tensor,
+    hidden: i64,
+}
+
+impl Lstm {
+    /// ML-Agents' `lstm_layer` initialisation: Xavier-uniform weights per gate block, zero
+    /// biases plus 1.0 on the forget gate of both bias vectors.
+    fn new(p: nn::Path, input: i64, hidden: i64) -> Self {
+        let xavier = |fan_in: i64| {
+            let bound = (6.0 / (fan_in + hidden) as f64).sqrt();
+            nn::Init::Uniform { lo: -bound, up: bound }
+        };
+        let weight_ih = p.var("weight_ih_l0", &[4 * hidden, input], xavier(input));
+        let weight_hh = p.var("weight_hh_l0", &[4 * hidden, hidden], xavier(hidden));
+        let forget_bias = |name: &str| {
+            let bias = p.var(name, &[4 * hidden], nn::Init::Const(0.0));
+            tch::no_grad(|| {
+                let _ = bias.narrow(0, hidden, hidden).fill_(1.0);
+            });
+            bias
+        };
+        let (bias_ih, bias_hh) = (forget_bias("bias_ih_l0"), forget_bias("bias_hh_l0"));
+        Self { weight_ih, weight_hh, bias_ih, bias_hh, hidden }
+    }
+
+    /// Runs `x` (`[n_seq * L, input]`, sequence after sequence) from `memories`
+    /// (`[1, n_seq, 2 * hidden]`); returns the outputs `[n_seq * L, hidden]` and the memories
+    /// after each sequence `[1, n_seq, 2 * hidden]`.
+    fn forward(&self, x: &Tensor, memories: &Tensor) -> (Tensor, Tensor) {
+        let sequences = memories.size()[1];
+        let input = x.reshape([sequences, -1, x.size()[1]]);
+        let h0 = memories.narrow(2, 0, self.hidden).contiguous();
+        let c0 = memories.narrow(2, self.hidden, self.hidden).contiguous();
+        let params = [&self.weight_ih, &self.weight_hh, &self.bias_ih, &self.bias_hh];
+        let (output, h, c) = Tensor::lstm(&input, &[&h0, &c0], &params, true, 1, 0.0, false, false, true);
+        (output.reshape([-1, self.hidden]), Tensor::cat(&[h, c], 2))
+    }
+}
+
+/// Observation processors + Swish MLP (+ the LSTM of a recurrent network).
 struct Body {
     processors: Vec<Processor>,
     layers: Vec<nn::Linear>,
+    lstm: Option<Lstm>,
 }
 
 fn kaiming_linear(p: nn::Path, fan_in: i64, fan_out: i64, gain: f64) -> nn::Linear {
@@ -111,10 +158,30 @@ impl Body {
             layers.push(kaiming_linear(&seq / (2 * l), width, d.hidden_units as i64, 1.0));
             width = d.hidden_units as i64;
         }
-        Self { processors, layers }
+        let lstm = (d.memory_size > 0).then(|| Lstm::new(p / "lstm" / "lstm", d.hidden_units as i64, d.memory_size as i64 / 2));
+        Self { processors, layers, lstm }
     }
 
-    fn forward(&self, observations: &[Tensor]) -> Tensor {
+    /// The encoding `[rows, width]` (width `memory_size / 2` with an LSTM, else
+    /// `hidden_units`) and, for a recurrent body given `memories` (`[1, n_seq, m]`, rows
+    /// being `n_seq` sequences of equal length), the memories after each sequence.
+    fn forward(&self, observations: &[Tensor], memories: Option<&Tensor>) -> (Tensor, Option<Tensor>) {
+        let h = self.mlp(observations);
+        match (&self.lstm, memories) {
+            (Some(lstm), Some(m)) => {
+                let (out, memories) = lstm.forward(&h, m);
+                (out, Some(memories))
+            }
+            (Some(lstm), None) => {
+                let zeros = Tensor::zeros([1, h.size()[0], 2 * lstm.hidden], (Kind::Float, h.device()));
+                let (out, memories) = lstm.forward(&h, &zeros);
+                (out, Some(memories))
+            }
+            (None, _) => (h, None),
+        }
+    }
+
+    fn mlp(&self, observations: &[Tensor]) -> Tensor {
         let encoded: Vec<Tensor> = observations
             .iter()
             .zip(&self.processors)
@@ -165,12 +232,14 @@ pub struct ActorOutput {
     pub log_probs: Tensor,
     /// Entropy per row `[n]`.
     pub entropy: Tensor,
+    /// A recurrent actor's memories after each sequence `[1, n_seq, m]`.
+    pub memories: Option<Tensor>,
 }
 
 impl Actor {
     pub fn new(root: &nn::Path, d: &PolicyDescription) -> Self {
         let body = Body::new(&(root / "network_body"), d);
-        let h = d.hidden_units as i64;
+        let h = d.head_width() as i64;
         let c = d.action_spec.continuous_size as i64;
         let (mu, log_sigma) = if c > 0 {
             let dist = root / "action_model" / "_continuous_distribution";
@@ -186,8 +255,10 @@ impl Actor {
 
     /// Evaluates the policy. With `given` (continuous samples, discrete choices) it scores
     /// those actions (for the update); otherwise it samples (or, `deterministic`, takes modes).
-    pub fn forward(&self, observations: &[Tensor], masks: Option<&Tensor>, given: Option<(&Tensor, &Tensor)>, deterministic: bool) -> ActorOutput {
-        let h = self.body.forward(observations);
+    /// A recurrent actor starts each sequence from `memories` (`[1, n_seq, m]`; zeros when
+    /// None, one sequence per row).
+    pub fn forward(&self, observations: &[Tensor], memories: Option<&Tensor>, masks: Option<&Tensor>, given: Option<(&Tensor, &Tensor)>, deterministic: bool) -> ActorOutput {
+        let (h, memories_out) = self.body.forward(observations, memories);
         let n = h.size()[0];
         let mut log_probs = vec![];
         let mut entropies = vec![];
@@ -224,7 +295,7 @@ impl Actor {
         }
         let discrete = if discrete.is_empty() { Tensor::zeros([n, 0], (Kind::Int64, h.device())) } else { Tensor::cat(&discrete, 1) };
         let entropy = entropies.into_iter().reduce(|a, b| a + b).unwrap_or_else(|| Tensor::zeros([n], (Kind::Float, h.device())));
-        ActorOutput { continuous, discrete, log_probs: Tensor::cat(&log_probs, 1), entropy }
+        ActorOutput { continuous, discrete, log_probs: Tensor::cat(&log_probs, 1), entropy, memories: memories_out }
     }
 
     /// Each branch's probabilities `[n, k]`: softmax of logits·a − 1e8·(1 − a) (a = 1 allowed).
@@ -241,9 +312,10 @@ impl Actor {
         probabilities
     }
 
-    /// Each branch's masked probabilities for a batch of observations.
-    pub fn branch_probabilities(&self, observations: &[Tensor], masks: Option<&Tensor>) -> Vec<Tensor> {
-        tch::no_grad(|| self.masked_probabilities(&self.body.forward(observations), masks))
+    /// Each branch's masked probabilities for a batch of observations (a recurrent actor
+    /// from `memories`, one sequence per row).
+    pub fn branch_probabilities(&self, observations: &[Tensor], memories: Option<&Tensor>, masks: Option<&Tensor>) -> Vec<Tensor> {
+        tch::no_grad(|| self.masked_probabilities(&self.body.forward(observations, memories).0, masks))
     }
 
     pub fn update_normalizers(&mut self, observations: &[Tensor]) {
@@ -260,15 +332,18 @@ impl Critic {
     pub fn new(root: &nn::Path, d: &PolicyDescription) -> Self {
         let body = Body::new(&(root / "network_body"), d);
         // Xavier-uniform (bound sqrt(6 / (fan_in + fan_out))), zero bias, as ML-Agents' value heads.
-        let bound = (6.0 / (d.hidden_units as f64 + 1.0)).sqrt();
+        let width = d.head_width() as i64;
+        let bound = (6.0 / (width as f64 + 1.0)).sqrt();
         let config = nn::LinearConfig { ws_init: nn::Init::Uniform { lo: -bound, up: bound }, bs_init: Some(nn::Init::Const(0.0)), bias: true };
-        let value = nn::linear(root / "value_heads" / "value_heads" / "extrinsic", d.hidden_units as i64, 1, config);
+        let value = nn::linear(root / "value_heads" / "value_heads" / "extrinsic", width, 1, config);
         Self { body, value }
     }
 
-    /// V(s) `[n]`.
-    pub fn forward(&self, observations: &[Tensor]) -> Tensor {
-        self.value.forward(&self.body.forward(observations)).squeeze_dim(1)
+    /// V(s) `[n]`, and for a recurrent critic the memories after each sequence (it starts
+    /// from `memories` `[1, n_seq, m]`; zeros when None, one sequence per row).
+    pub fn forward(&self, observations: &[Tensor], memories: Option<&Tensor>) -> (Tensor, Option<Tensor>) {
+        let (h, memories) = self.body.forward(observations, memories);
+        (self.value.forward(&h).squeeze_dim(1), memories)
     }
 
     pub fn update_normalizers(&mut self, observations: &[Tensor]) {

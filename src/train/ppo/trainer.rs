@@ -4,6 +4,7 @@
 
 use crate::spec::model::{self, ModelInput};
 use super::adam::Adam;
+use super::memory::{critic_by_sequence, AgentMemories};
 use super::networks::{actor_weights, load_variables, variables, Actor, Critic};
 use crate::comm::side_channel::StatsAggregation;
 use crate::env::{ActionTuple, DecisionSteps, TerminalSteps};
@@ -37,6 +38,31 @@ struct Row {
     mask: Vec<f32>,
     advantage: f32,
     ret: f32,
+    /// The actor memory consumed when acting (recurrent networks; empty otherwise).
+    memory: Vec<f32>,
+    /// The critic memory the row's sequence starts from (recurrent networks).
+    critic_memory: Vec<f32>,
+    /// A real step (false: padding at the end of a trajectory's last sequence).
+    valid: bool,
+}
+
+impl Row {
+    /// A padding row (lstm.md §2.2): zero observations, actions, memories and estimates, all
+    /// actions allowed, masked out of every loss.
+    fn padding(sizes: &[usize], c: usize, nb: usize, mask_len: usize, memory: usize) -> Self {
+        Self {
+            obs: sizes.iter().map(|s| vec![0.0; *s]).collect(),
+            continuous: vec![0.0; c],
+            discrete: vec![0; nb],
+            log_probs: vec![0.0; c + nb],
+            mask: vec![1.0; mask_len],
+            advantage: 0.0,
+            ret: 0.0,
+            memory: vec![0.0; memory],
+            critic_memory: vec![0.0; memory],
+            valid: false,
+        }
+    }
 }
 
 /// A PPO trainer for one behavior.
@@ -71,7 +97,7 @@ pub struct PpoTrainer {
     /// capacity is set by the lesson manager).
     pub reward_buffer: RewardBuffer,
     /// Recent decision inputs (observations, masks with 1 = allowed) for the parity record.
-    recent_inputs: VecDeque<(Vec<Vec<f32>>, Vec<f32>)>,
+    recent_inputs: VecDeque<RecentInput>,
     /// The next multiple of `checkpoint_interval` to cross.
     next_checkpoint: u64,
     /// A checkpoint became due, labelled with this step (the step before the trajectory that
@@ -82,6 +108,13 @@ pub struct PpoTrainer {
     /// An update produced a non-finite loss or non-finite weights: the weights are not to be
     /// saved (the last checkpoint on disk is the last good one).
     pub diverged: bool,
+    /// Steps per training sequence (`memory.sequence_length`; 1 for a feed-forward network).
+    sequence_length: usize,
+    /// Each agent's actor memory between decisions (recurrent networks).
+    actor_memories: AgentMemories,
+    /// Each agent's critic memory between trajectories (recurrent networks; per agent and
+    /// reset at every episode end, where 0.28 shares one across agents: lstm.md §10.1).
+    critic_memories: AgentMemories,
 }
 
 /// The name of a variable holding a NaN or an infinity, if any.
@@ -94,6 +127,15 @@ fn first_non_finite_variable(vs: &tch::nn::VarStore) -> Option<String> {
 fn rows_to_tensor(rows: &[&Row], get: impl Fn(&Row) -> &[f32], width: usize) -> Tensor {
     let data: Vec<f32> = rows.iter().flat_map(|r| get(r).iter().copied()).collect();
     Tensor::from_slice(&data).reshape([rows.len() as i64, width as i64])
+}
+
+/// One decision's inputs kept for the parity record.
+struct RecentInput {
+    observations: Vec<Vec<f32>>,
+    /// 1 = allowed.
+    mask: Vec<f32>,
+    /// The memory the actor read (recurrent networks).
+    memory: Vec<f32>,
 }
 
 /// What one step of a source of agents completed.
@@ -112,41 +154,48 @@ pub struct Sampled {
     pub decisions: Vec<Decision>,
     /// The policy's entropy for each agent.
     pub entropy: Vec<f32>,
+    /// A recurrent actor's memories after acting, agent after agent (empty otherwise).
+    pub memories: Vec<f32>,
 }
 
-/// Samples actions from `actor` for every agent of `steps`; None when the outputs are not
-/// finite (a diverged network).
-pub fn sample_actions(actor: &Actor, description: &PolicyDescription, steps: &DecisionSteps) -> Option<Sampled> {
+/// Samples actions from `actor` for every agent of `steps` (a recurrent actor from
+/// `memories`, `[1, n, m]` with `flat` the same values; each decision records the memory it
+/// consumed); None when the outputs are not finite (a diverged network).
+pub fn sample_actions(actor: &Actor, description: &PolicyDescription, steps: &DecisionSteps, memories: Option<(&Tensor, &[f32])>) -> Option<Sampled> {
     let n = steps.len();
     if n == 0 {
-        return Some(Sampled { actions: ActionTuple::zeros(&description.action_spec, 0), decisions: vec![], entropy: vec![] });
+        return Some(Sampled { actions: ActionTuple::zeros(&description.action_spec, 0), decisions: vec![], entropy: vec![], memories: vec![] });
     }
     let obs: Vec<Tensor> = steps.obs.iter().map(|b| Tensor::from_slice(&b.data).reshape([n as i64, b.agent_len() as i64])).collect();
     let total = description.action_spec.mask_len();
     let masks = (total > 0).then(|| Tensor::from_slice(&steps.allowed_actions()).reshape([n as i64, total as i64]));
-    let out = tch::no_grad(|| actor.forward(&obs, masks.as_ref(), None, false));
+    let out = tch::no_grad(|| actor.forward(&obs, memories.map(|m| m.0), masks.as_ref(), None, false));
     let c = description.action_spec.continuous_size;
     let nb = description.action_spec.discrete_size();
     let raw: Vec<f32> = Vec::<f32>::try_from(out.continuous.flatten(0, -1)).unwrap_or_default();
     let discrete: Vec<i64> = Vec::<i64>::try_from(out.discrete.flatten(0, -1)).unwrap_or_default();
     let log_probs: Vec<f32> = Vec::<f32>::try_from(out.log_probs.flatten(0, -1)).unwrap_or_default();
     let entropy: Vec<f32> = Vec::<f32>::try_from(out.entropy).unwrap_or_default();
-    if raw.iter().chain(&log_probs).any(|v| !v.is_finite()) {
+    let memories_out: Vec<f32> = out.memories.map(|m| Vec::<f32>::try_from(m.flatten(0, -1)).unwrap_or_default()).unwrap_or_default();
+    if raw.iter().chain(&log_probs).chain(&memories_out).any(|v| !v.is_finite()) {
         return None;
     }
     let k = c + nb;
+    let m = description.memory_size;
+    let consumed = memories.map(|m| m.1).unwrap_or_default();
     let decisions = (0..n)
         .map(|a| Decision {
             continuous: raw[a * c..(a + 1) * c].to_vec(),
             discrete: discrete[a * nb..(a + 1) * nb].iter().map(|d| *d as i32).collect(),
             log_probs: log_probs[a * k..(a + 1) * k].to_vec(),
+            memory: consumed.get(a * m..(a + 1) * m).map(<[f32]>::to_vec).unwrap_or_default(),
         })
         .collect();
     let actions = ActionTuple {
         continuous: raw.iter().map(|v| v.clamp(-model::ACTION_CLIP, model::ACTION_CLIP) / model::ACTION_CLIP).collect(),
         discrete: discrete.iter().map(|d| *d as i32).collect(),
     };
-    Some(Sampled { actions, decisions, entropy })
+    Some(Sampled { actions, decisions, entropy, memories: memories_out })
 }
 
 impl PpoTrainer {
@@ -172,8 +221,9 @@ impl PpoTrainer {
             hidden_units: settings.network_settings.hidden_units,
             num_layers: settings.network_settings.num_layers.max(1),
             normalize: settings.network_settings.normalize,
-            memory_size: 0,
+            memory_size: settings.network_settings.memory.map_or(0, |m| m.memory_size),
         };
+        let (settings_memory, description_memory) = (settings.network_settings.memory, description.memory_size);
         let vs = nn::VarStore::new(Device::Cpu);
         let actor = Actor::new(&vs.root(), &description);
         let critic = Critic::new(&(vs.root() / "critic"), &description);
@@ -212,6 +262,9 @@ impl PpoTrainer {
             pending_checkpoint: None,
             last_mean_reward: None,
             diverged: false,
+            sequence_length: settings_memory.map_or(1, |m| m.sequence_length),
+            actor_memories: AgentMemories::new(description_memory),
+            critic_memories: AgentMemories::new(description_memory),
         })
     }
 
@@ -222,23 +275,37 @@ impl PpoTrainer {
 
     /// Samples actions for the agents that need a decision. Outputs that are not finite (a
     /// diverged network) are an error, and mark the trainer [`diverged`](Self::diverged).
-    pub fn act(&mut self, steps: &DecisionSteps) -> Result<(ActionTuple, Vec<Decision>), TrainError> {
-        let Some(sampled) = sample_actions(&self.actor, &self.description, steps) else {
+    /// A recurrent actor reads each agent's memory (zeros for an agent whose episode ended in
+    /// `terminals` of the same step, or that is new) and keeps what it produced.
+    pub fn act(&mut self, source: usize, steps: &DecisionSteps, terminals: &TerminalSteps) -> Result<(ActionTuple, Vec<Decision>), TrainError> {
+        let agents: Vec<(usize, i32)> = steps.agent_id.iter().map(|id| (source, *id)).collect();
+        let memories = self.description.is_recurrent().then(|| {
+            for id in &terminals.agent_id {
+                self.actor_memories.forget(&(source, *id));
+            }
+            self.actor_memories.batch(&agents)
+        });
+        let Some(sampled) = sample_actions(&self.actor, &self.description, steps, memories.as_ref().map(|(t, f)| (t, f.as_slice()))) else {
             self.diverged = true;
             return Err(self.divergence("the policy's outputs became non-finite", self.learning_rate.value(self.step)));
         };
         for e in sampled.entropy {
             self.stats.add("Policy/Entropy", e, StatsAggregation::Average);
         }
+        if memories.is_some() {
+            self.actor_memories.store(&agents, &sampled.memories);
+        }
         let total = self.description.action_spec.mask_len();
         let mask_values = if total > 0 { steps.allowed_actions() } else { vec![] };
-        for a in 0..steps.len().min(PARITY_ROWS) {
+        let m = self.description.memory_size;
+        for (a, decision) in sampled.decisions.iter().enumerate().take(PARITY_ROWS) {
             let observations = steps.obs.iter().map(|b| b.agent(a).to_vec()).collect();
             let mask = if total > 0 { mask_values[a * total..(a + 1) * total].to_vec() } else { vec![] };
             if self.recent_inputs.len() == PARITY_ROWS {
                 self.recent_inputs.pop_front();
             }
-            self.recent_inputs.push_back((observations, mask));
+            self.recent_inputs.push_back(RecentInput { observations, mask, memory: decision.memory.clone() });
+            debug_assert_eq!(decision.memory.len(), m);
         }
         Ok((sampled.actions, sampled.decisions))
     }
@@ -282,7 +349,18 @@ impl PpoTrainer {
         let steps_only: Vec<Tensor> = obs.iter().map(|o| o.narrow(0, 0, n as i64)).collect();
         self.actor.update_normalizers(&steps_only);
         self.critic.update_normalizers(&steps_only);
-        let values: Vec<f32> = tch::no_grad(|| Vec::<f32>::try_from(self.critic.forward(&obs)).unwrap_or_default());
+        let (values, critic_memories) = if self.description.is_recurrent() {
+            let initial = self.critic_memories.get(&t.agent).cloned().unwrap_or_else(|| vec![0.0; self.description.memory_size]);
+            let sequenced = critic_by_sequence(&self.critic, &obs, n, self.sequence_length, initial);
+            if t.terminal || t.interrupted {
+                self.critic_memories.forget(&t.agent);
+            } else {
+                self.critic_memories.store(&[t.agent], &sequenced.final_memory);
+            }
+            (sequenced.values, sequenced.initial_memories)
+        } else {
+            (tch::no_grad(|| Vec::<f32>::try_from(self.critic.forward(&obs, None).0).unwrap_or_default()), vec![])
+        };
         let signal = &self.settings.reward_signals["extrinsic"];
         let rewards: Vec<f32> = t.steps.iter().map(|s| s.reward * signal.strength as f32).collect();
         let (advantages, returns) =
@@ -290,6 +368,7 @@ impl PpoTrainer {
         let mean_value = values[..n].iter().sum::<f32>() / n as f32;
         self.stats.add("Policy/Extrinsic Value Estimate", mean_value, StatsAggregation::Average);
         let total = self.description.action_spec.mask_len();
+        let m = self.description.memory_size;
         for (k, s) in t.steps.into_iter().enumerate() {
             let mask = if s.action_mask.len() == total { s.action_mask.iter().map(|m| if *m { 0.0 } else { 1.0 }).collect() } else { vec![1.0; total] };
             self.buffer.push(Row {
@@ -300,7 +379,15 @@ impl PpoTrainer {
                 mask,
                 advantage: advantages[k],
                 ret: returns[k],
+                memory: s.decision.memory,
+                critic_memory: critic_memories.get(k * m..(k + 1) * m).map(<[f32]>::to_vec).unwrap_or_default(),
+                valid: true,
             });
+        }
+        // Sequences never straddle trajectories: the last one is padded at its end.
+        let (a, nb) = (&self.description.action_spec, self.description.action_spec.discrete_size());
+        while self.buffer.len() % self.sequence_length != 0 {
+            self.buffer.push(Row::padding(&sizes, a.continuous_size, nb, total, m));
         }
         let before = self.step;
         self.step += n as u64;
@@ -351,12 +438,32 @@ impl PpoTrainer {
         let nb = self.description.action_spec.discrete_size();
         let total = self.description.action_spec.mask_len();
         let (mut policy_losses, mut value_losses) = (vec![], vec![]);
-        let mut order: Vec<usize> = (0..self.buffer.len()).collect();
+        // Whole sequences are shuffled; a minibatch is batch_size rounded down to whole
+        // sequences, at least one (0.28's `_update_policy`). Without memory a sequence is a step.
+        let l = self.sequence_length;
+        let sequences_per_batch = (h.batch_size - h.batch_size % l).max(l) / l;
+        let m = self.description.memory_size as i64;
+        let mut order: Vec<usize> = (0..self.buffer.len() / l).collect();
         for _ in 0..h.num_epoch {
             order.shuffle(&mut self.rng);
-            for chunk in order.chunks_exact(h.batch_size) {
-                let rows: Vec<&Row> = chunk.iter().map(|i| &self.buffer[*i]).collect();
+            for chunk in order.chunks_exact(sequences_per_batch) {
+                let rows: Vec<&Row> = chunk.iter().flat_map(|q| &self.buffer[q * l..(q + 1) * l]).collect();
                 let b = rows.len() as i64;
+                let starts: Vec<&Row> = rows.iter().step_by(l).copied().collect();
+                let sequences = starts.len() as i64;
+                let recurrent = self.description.is_recurrent();
+                let memories = recurrent.then(|| rows_to_tensor(&starts, |r| &r.memory, m as usize).reshape([1, sequences, m]));
+                let critic_memories = recurrent.then(|| rows_to_tensor(&starts, |r| &r.critic_memory, m as usize).reshape([1, sequences, m]));
+                let valid: Vec<f32> = rows.iter().map(|r| if r.valid { 1.0 } else { 0.0 }).collect();
+                let valid = Tensor::from_slice(&valid);
+                // 0.28's masked mean: padding rows count for nothing, in numerator and denominator.
+                let mean = |t: &Tensor| -> Tensor {
+                    if !recurrent {
+                        return t.mean(Kind::Float);
+                    }
+                    let mask = if t.dim() == 2 { valid.unsqueeze(1).expand_as(t) } else { valid.shallow_clone() };
+                    (t * &mask).sum(Kind::Float) / mask.sum(Kind::Float).clamp_min(1.0)
+                };
                 let obs: Vec<Tensor> = sizes.iter().enumerate().map(|(i, s)| rows_to_tensor(&rows, |r| &r.obs[i], *s)).collect();
                 let continuous = rows_to_tensor(&rows, |r| &r.continuous, c);
                 let discrete_data: Vec<i64> = rows.iter().flat_map(|r| r.discrete.iter().copied()).collect();
@@ -372,14 +479,14 @@ impl PpoTrainer {
                 // never exceeds the plain one and the value loss is in effect (R - V)².
                 // Reproduced as written, since it sets how fast the critic learns.
                 let old_v = &ret;
-                let out = self.actor.forward(&obs, (total > 0).then_some(&masks), Some((&continuous, &discrete)), false);
+                let out = self.actor.forward(&obs, memories.as_ref(), (total > 0).then_some(&masks), Some((&continuous, &discrete)), false);
                 let ratio = (&out.log_probs - &old_log_probs).exp();
                 let surrogate = (&ratio * &adv).min_other(&(ratio.clamp(1.0 - epsilon, 1.0 + epsilon) * &adv));
-                let policy_loss = -surrogate.mean(Kind::Float);
-                let v = self.critic.forward(&obs);
+                let policy_loss = -mean(&surrogate);
+                let (v, _) = self.critic.forward(&obs, critic_memories.as_ref());
                 let v_clipped = old_v + (&v - old_v).clamp(-epsilon, epsilon);
-                let value_loss = (&ret - &v).pow_tensor_scalar(2).max_other(&(&ret - &v_clipped).pow_tensor_scalar(2)).mean(Kind::Float);
-                let loss: Tensor = &policy_loss + &value_loss * 0.5 - out.entropy.mean(Kind::Float) * beta;
+                let value_loss = mean(&(&ret - &v).pow_tensor_scalar(2).max_other(&(&ret - &v_clipped).pow_tensor_scalar(2)));
+                let loss: Tensor = &policy_loss + &value_loss * 0.5 - mean(&out.entropy) * beta;
                 let (policy_value, value_value) = (policy_loss.double_value(&[]), value_loss.double_value(&[]));
                 if !(policy_value.is_finite() && value_value.is_finite() && loss.double_value(&[]).is_finite()) {
                     self.buffer.clear();
@@ -441,9 +548,12 @@ impl PpoTrainer {
         self.last_mean_reward
     }
 
-    /// Drops the episodes in progress (the environment is being reset under them).
+    /// Drops the episodes in progress (the environment is being reset under them) and the
+    /// memories of their agents.
     pub fn end_episodes(&mut self) {
         self.processor.drop_episodes_in_progress();
+        self.actor_memories.clear();
+        self.critic_memories.clear();
     }
 
     /// Everything a checkpoint holds: the description (labelled `step`, with the run's
@@ -484,17 +594,27 @@ impl PpoTrainer {
         };
         let mut obs = vec![];
         for (i, size) in self.description.observation_sizes().into_iter().enumerate() {
-            let data: Vec<f32> = self.recent_inputs.iter().flat_map(|(o, _)| o[i].iter().copied()).collect();
+            let data: Vec<f32> = self.recent_inputs.iter().flat_map(|r| r.observations[i].iter().copied()).collect();
             obs.push(Tensor::from_slice(&data).reshape([n as i64, size as i64]));
             put(&ModelInput::Observation(i).name(), vec![n, size], data);
         }
         let total = self.description.action_spec.mask_len();
         let masks = (total > 0).then(|| {
-            let data: Vec<f32> = self.recent_inputs.iter().flat_map(|(_, m)| m.iter().copied()).collect();
+            let data: Vec<f32> = self.recent_inputs.iter().flat_map(|r| r.mask.iter().copied()).collect();
             put(model::ACTION_MASKS, vec![n, total], data.clone());
             Tensor::from_slice(&data).reshape([n as i64, total as i64])
         });
-        let out_det = tch::no_grad(|| self.actor.forward(&obs, masks.as_ref(), None, true));
+        // A recurrent actor: each row is one step from the memory it read when it acted.
+        let m = self.description.memory_size;
+        let memories = self.description.is_recurrent().then(|| {
+            let data: Vec<f32> = self.recent_inputs.iter().flat_map(|r| r.memory.iter().copied()).collect();
+            put(model::RECURRENT_IN, vec![n, m], data.clone());
+            Tensor::from_slice(&data).reshape([1, n as i64, m as i64])
+        });
+        let out_det = tch::no_grad(|| self.actor.forward(&obs, memories.as_ref(), masks.as_ref(), None, true));
+        if let Some(after) = &out_det.memories {
+            put(model::RECURRENT_OUT, vec![n, m], Vec::<f32>::try_from(after.flatten(0, -1)).unwrap_or_default());
+        }
         let c = self.description.action_spec.continuous_size;
         if c > 0 {
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(step);
@@ -516,7 +636,7 @@ impl PpoTrainer {
             // Sampled with recorded uniform draws: the inverse CDF of each branch's probabilities.
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(step.wrapping_add(1));
             let uniform: Vec<f32> = (0..n * b).map(|_| rand::Rng::random::<f32>(&mut rng)).collect();
-            let probabilities = self.actor.branch_probabilities(&obs, masks.as_ref());
+            let probabilities = self.actor.branch_probabilities(&obs, memories.as_ref(), masks.as_ref());
             let mut sampled = vec![0.0f32; n * b];
             for (branch, p) in probabilities.iter().enumerate() {
                 let rows: Vec<f32> = Vec::<f32>::try_from(p.flatten(0, -1)).unwrap_or_default();

@@ -1,0 +1,116 @@
+//! Recurrent memories while training (lstm.md §2, §10.1): each agent's actor memory between
+//! decisions, each agent's critic memory between trajectories, and the critic's pass over a
+//! trajectory sequence by sequence (which gives every step the memory its sequence starts
+//! from, as the update needs).
+
+use super::networks::Critic;
+use crate::train::trajectory::AgentKey;
+use std::collections::HashMap;
+use tch::Tensor;
+
+/// One memory vector (`[h | c]`, `memory_size` floats) per agent.
+#[derive(Debug, Default)]
+pub struct AgentMemories {
+    size: usize,
+    memories: HashMap<AgentKey, Vec<f32>>,
+}
+
+impl AgentMemories {
+    /// A store of `size`-float memories (0: a feed-forward network, nothing is stored).
+    pub fn new(size: usize) -> Self {
+        Self { size, memories: HashMap::new() }
+    }
+
+    /// Each agent's memory (zeros for an agent without one) as `[1, n, size]`, and the same
+    /// values flat, agent after agent.
+    pub fn batch(&self, agents: &[AgentKey]) -> (Tensor, Vec<f32>) {
+        let mut flat = Vec::with_capacity(agents.len() * self.size);
+        for agent in agents {
+            match self.memories.get(agent) {
+                Some(m) => flat.extend_from_slice(m),
+                None => flat.resize(flat.len() + self.size, 0.0),
+            }
+        }
+        (Tensor::from_slice(&flat).reshape([1, agents.len() as i64, self.size as i64]), flat)
+    }
+
+    /// Stores the memories a network produced (`flat`: agent after agent).
+    pub fn store(&mut self, agents: &[AgentKey], flat: &[f32]) {
+        for (agent, memory) in agents.iter().zip(flat.chunks_exact(self.size.max(1))) {
+            self.memories.insert(*agent, memory.to_vec());
+        }
+    }
+
+    /// The memory of one agent, if it has one.
+    pub fn get(&self, agent: &AgentKey) -> Option<&Vec<f32>> {
+        self.memories.get(agent)
+    }
+
+    /// Forgets an agent (its episode ended: the next one starts from zeros).
+    pub fn forget(&mut self, agent: &AgentKey) {
+        self.memories.remove(agent);
+    }
+
+    /// Forgets every agent.
+    pub fn clear(&mut self) {
+        self.memories.clear();
+    }
+}
+
+/// What the recurrent critic computed for one trajectory.
+pub struct SequencedValues {
+    /// V of every step, then of the observation after the last (the bootstrap).
+    pub values: Vec<f32>,
+    /// For every step, the critic memory its sequence starts from (`steps * size` floats).
+    pub initial_memories: Vec<f32>,
+    /// The memory after the last step.
+    pub final_memory: Vec<f32>,
+}
+
+/// The critic over a trajectory of `steps` rows (`observations` hold `steps + 1` rows: the
+/// last is the observation to bootstrap from), in sequences of `sequence_length` from its
+/// start, the last one shorter and unpadded, each continuing from the memory the previous one
+/// left, starting from `initial` (0.28's `_evaluate_by_sequence`); the bootstrap value comes
+/// from the memory after the last step.
+pub fn critic_by_sequence(critic: &Critic, observations: &[Tensor], steps: usize, sequence_length: usize, initial: Vec<f32>) -> SequencedValues {
+    let size = initial.len() as i64;
+    let mut memory = initial;
+    let mut values = Vec::with_capacity(steps + 1);
+    let mut initial_memories = Vec::with_capacity(steps * memory.len());
+    let mut start = 0;
+    tch::no_grad(|| {
+        while start <= steps {
+            // The bootstrap row is a sequence of its own (length 1) after the last step.
+            let length = if start == steps { 1 } else { sequence_length.min(steps - start) };
+            let rows: Vec<Tensor> = observations.iter().map(|o| o.narrow(0, start as i64, length as i64)).collect();
+            let m = Tensor::from_slice(&memory).reshape([1, 1, size]);
+            let (v, after) = critic.forward(&rows, Some(&m));
+            values.extend(Vec::<f32>::try_from(v).unwrap_or_default());
+            if start < steps {
+                for _ in 0..length {
+                    initial_memories.extend_from_slice(&memory);
+                }
+                if let Some(after) = after {
+                    memory = Vec::<f32>::try_from(after.flatten(0, -1)).unwrap_or_default();
+                }
+            }
+            start += length;
+        }
+    });
+    SequencedValues { values, initial_memories, final_memory: memory }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_agents_read_zeros_and_forgotten_agents_start_again() {
+        let mut store = AgentMemories::new(2);
+        store.store(&[(0, 1)], &[1.0, 2.0]);
+        let (_, flat) = store.batch(&[(0, 1), (0, 2)]);
+        assert_eq!(flat, vec![1.0, 2.0, 0.0, 0.0]);
+        store.forget(&(0, 1));
+        assert_eq!(store.batch(&[(0, 1)]).1, vec![0.0, 0.0]);
+    }
+}
