@@ -63,8 +63,10 @@ fn the_memory_scene_needs_memory() {
 }
 
 /// A trained recurrent policy: both exports pass the parity record (every recorded step from
-/// its recorded memory, the memory after included, within 1e-5), and play the memory scene
-/// deterministically, memory carried per agent, within 5% of the training's last-5 reward.
+/// its recorded memory, and the rows replayed in order with the model's own memory carried,
+/// memories included, within 1e-5), and play the memory scene deterministically, memory
+/// carried per agent, within 5% of the training's last-5 reward. Its checkpoint refuses to
+/// resume under a configuration without memory.
 #[test]
 fn a_trained_recurrent_policy_exports_and_plays_in_both_formats() {
     use mlagents::policy::parity::ParityRecord;
@@ -92,6 +94,10 @@ fn a_trained_recurrent_policy_exports_and_plays_in_both_formats() {
             eprintln!("{scene} {}: trained {trained}, played {}", model.display(), report.mean_reward);
             assert!((report.mean_reward - trained).abs() <= 0.05 * trained.abs(), "{}: trained {trained}, played {report:?}", model.display());
         }
+        // Resuming the recurrent checkpoint with a configuration without memory says so.
+        let resume = LearnOptions { resume: true, ..options.clone() };
+        let e = learn(&recurrent_config(false, 1337), &resume).unwrap_err().to_string();
+        assert!(e.contains("memory_size: checkpoint 16, this run 0"), "{e}");
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -53,6 +53,23 @@ impl DecisionSteps {
         self.agent_id.is_empty()
     }
 
+    /// Agent `i`'s decision step as a batch of one.
+    pub fn row(&self, i: usize) -> DecisionSteps {
+        DecisionSteps {
+            obs: self.obs.iter().map(|b| ObservationBatch { shape: b.shape.clone(), data: b.agent(i).to_vec() }).collect(),
+            reward: vec![self.reward[i]],
+            agent_id: vec![self.agent_id[i]],
+            action_mask: self.action_mask.as_ref().map(|branches| {
+                branches.iter().map(|flags| {
+                    let size = flags.len() / self.len().max(1);
+                    flags[i * size..(i + 1) * size].to_vec()
+                }).collect()
+            }),
+            group_id: vec![self.group_id[i]],
+            group_reward: vec![self.group_reward[i]],
+        }
+    }
+
     /// The i-th agent's mask over all branches in branch order (`true` = not allowed); empty
     /// when the behavior has no discrete actions.
     pub fn agent_mask(&self, i: usize) -> Vec<bool> {

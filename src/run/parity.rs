@@ -76,7 +76,7 @@ pub fn record_steps(record: &ParityRecord) -> (BehaviorSpec, DecisionSteps) {
     let steps = DecisionSteps {
         obs,
         reward: vec![0.0; n],
-        agent_id: (0..n as i32).collect(),
+        agent_id: (0..n).map(record_agent).collect(),
         action_mask,
         group_id: vec![0; n],
         group_reward: vec![0.0; n],
@@ -178,7 +178,7 @@ fn check_recorded(model: &Path, sha256: &str, record: &ParityRecord, tolerance: 
     let m = record.policy.memory_size;
     if m > 0 {
         for (r, memory) in record.recurrent_in.chunks_exact(m).enumerate() {
-            driver.set_memory(r as i32, memory.to_vec());
+            driver.set_memory(record_agent(r), memory.to_vec());
         }
     }
     let inputs = driver.inputs(&steps);
@@ -196,6 +196,7 @@ fn check_recorded(model: &Path, sha256: &str, record: &ParityRecord, tolerance: 
         let outputs_named = interface.memories.iter().map(|s| s.output.as_str()).collect::<Vec<_>>().join(" + ");
         let after = TensorData { shape: vec![n, m], data: driver.memories_after(&outputs, n) };
         checks.push(compare_continuous(&outputs_named, model::RECURRENT_OUT, &after, &record.recurrent_out, n, m, tolerance));
+        checks.extend(check_carried(&mut driver, record, &steps, tolerance)?);
     }
     if c > 0 {
         let (name, t) = [model::DETERMINISTIC_CONTINUOUS_ACTIONS, model::ACTION]
@@ -245,6 +246,52 @@ fn check_recorded(model: &Path, sha256: &str, record: &ParityRecord, tolerance: 
     let recorded_sha256 = record.files.iter().find(|(name, _)| Path::new(name).extension() == model.extension() || **name == file_name).map(|(_, s)| s.clone());
     let passed = checks.iter().all(|c| c.passed) && non_finite_weights.is_empty();
     Ok(ParityReport { model: model.display().to_string(), sha256: sha256.to_string(), recorded_sha256, rows: n, tolerance, checks, non_finite_weights, passed })
+}
+
+/// A recurrent record's rows are one agent's consecutive decisions: runs them in order with
+/// the model's own memory carried from row to row (zeros where the record starts a new
+/// episode), and compares the memories and deterministic actions with the recorded ones.
+fn check_carried(driver: &mut PolicyDriver, record: &ParityRecord, steps: &DecisionSteps, tolerance: f32) -> Result<Vec<OutputCheck>, PlayError> {
+    let (n, m) = (record.batch, record.policy.memory_size);
+    let spec = &record.policy.action_spec;
+    let (c, branches) = (spec.continuous_size, &spec.discrete_branches);
+    let mut memory = vec![0.0; m];
+    let (mut memories, mut continuous, mut discrete) = (vec![], vec![], vec![]);
+    for r in 0..n {
+        let recorded_in = &record.recurrent_in[r * m..(r + 1) * m];
+        if r == 0 || recorded_in.iter().all(|v| *v == 0.0) {
+            memory = recorded_in.to_vec();
+        }
+        driver.set_memory(record_agent(r), memory.clone());
+        let row = steps.row(r);
+        let inputs = driver.inputs(&row);
+        let outputs = driver.policy().run(&inputs)?;
+        memory = driver.memories_after(&outputs, 1);
+        memories.extend_from_slice(&memory);
+        if c > 0 {
+            let t = [model::DETERMINISTIC_CONTINUOUS_ACTIONS, model::ACTION].iter().find_map(|k| outputs.get(*k)).map(|t| rows(t, 1, c).remove(0));
+            continuous.extend(t.unwrap_or_else(|| vec![f32::NAN; c]));
+        }
+        if !branches.is_empty() {
+            let choices = discrete_choices(&outputs, model::DETERMINISTIC_DISCRETE_ACTIONS, 1, branches, |_, _, log_probs| argmax(log_probs) as i64);
+            discrete.push(choices.map(|(_, rows)| rows[0].clone()).unwrap_or_else(|| vec![-1; branches.len()]));
+        }
+    }
+    let memory_name = format!("{} (memory carried)", model::RECURRENT_OUT);
+    let mut checks = vec![compare_continuous(&memory_name, model::RECURRENT_OUT, &TensorData { shape: vec![n, m], data: memories }, &record.recurrent_out, n, m, tolerance)];
+    if c > 0 {
+        let t = TensorData { shape: vec![n, c], data: continuous };
+        checks.push(compare_continuous("deterministic continuous actions (memory carried)", model::DETERMINISTIC_CONTINUOUS_ACTIONS, &t, &record.deterministic_continuous_actions, n, c, tolerance));
+    }
+    if !branches.is_empty() {
+        checks.push(compare_discrete("deterministic discrete actions (memory carried)", model::DETERMINISTIC_DISCRETE_ACTIONS, &discrete, &record.deterministic_discrete_actions, branches.len()));
+    }
+    Ok(checks)
+}
+
+/// The agent id [`record_steps`] gives row `r`.
+fn record_agent(r: usize) -> i32 {
+    r as i32
 }
 
 /// The outcome of running two models on the same decisions.

@@ -115,6 +115,9 @@ pub struct PpoTrainer {
     /// Each agent's critic memory between trajectories (recurrent networks; per agent and
     /// reset at every episode end, where 0.28 shares one across agents: lstm.md §10.1).
     critic_memories: AgentMemories,
+    /// The agent whose consecutive decisions a recurrent network's parity record follows
+    /// (a sequence; a new agent after its episode ends).
+    parity_agent: Option<(usize, i32)>,
 }
 
 /// The name of a variable holding a NaN or an infinity, if any.
@@ -265,6 +268,7 @@ impl PpoTrainer {
             sequence_length: settings_memory.map_or(1, |m| m.sequence_length),
             actor_memories: AgentMemories::new(description_memory),
             critic_memories: AgentMemories::new(description_memory),
+            parity_agent: None,
         })
     }
 
@@ -298,7 +302,18 @@ impl PpoTrainer {
         let total = self.description.action_spec.mask_len();
         let mask_values = if total > 0 { steps.allowed_actions() } else { vec![] };
         let m = self.description.memory_size;
-        for (a, decision) in sampled.decisions.iter().enumerate().take(PARITY_ROWS) {
+        // A recurrent network's record follows one agent, so its rows are sequences.
+        let recorded: Vec<usize> = if memories.is_some() {
+            if self.parity_agent.is_some_and(|(s, id)| s == source && terminals.agent_id.contains(&id)) {
+                self.parity_agent = None;
+            }
+            let agent = *self.parity_agent.get_or_insert_with(|| agents.first().copied().unwrap_or((source, 0)));
+            agents.iter().position(|a| *a == agent).into_iter().collect()
+        } else {
+            (0..steps.len().min(PARITY_ROWS)).collect()
+        };
+        for a in recorded {
+            let decision = &sampled.decisions[a];
             let observations = steps.obs.iter().map(|b| b.agent(a).to_vec()).collect();
             let mask = if total > 0 { mask_values[a * total..(a + 1) * total].to_vec() } else { vec![] };
             if self.recent_inputs.len() == PARITY_ROWS {
@@ -554,6 +569,7 @@ impl PpoTrainer {
         self.processor.drop_episodes_in_progress();
         self.actor_memories.clear();
         self.critic_memories.clear();
+        self.parity_agent = None;
     }
 
     /// Everything a checkpoint holds: the description (labelled `step`, with the run's
@@ -604,10 +620,11 @@ impl PpoTrainer {
             put(model::ACTION_MASKS, vec![n, total], data.clone());
             Tensor::from_slice(&data).reshape([n as i64, total as i64])
         });
-        // A recurrent actor: each row is one step from the memory it read when it acted.
+        // A recurrent actor: the rows are one agent's consecutive decisions, replayed with this
+        // network's own memory carried from row to row.
         let m = self.description.memory_size;
         let memories = self.description.is_recurrent().then(|| {
-            let data: Vec<f32> = self.recent_inputs.iter().flat_map(|r| r.memory.iter().copied()).collect();
+            let data = self.carried_memories(&obs, masks.as_ref());
             put(model::RECURRENT_IN, vec![n, m], data.clone());
             Tensor::from_slice(&data).reshape([1, n as i64, m as i64])
         });
@@ -650,6 +667,27 @@ impl PpoTrainer {
             put(model::DISCRETE_ACTIONS, vec![n, b], sampled);
         }
         out
+    }
+
+    /// The memory each recorded row starts from when the current actor replays the rows in
+    /// order: the first row's, and a new episode's (zeros), as recorded; every other row's
+    /// what the actor produced on the row before (`[n, m]` flat).
+    fn carried_memories(&self, observations: &[Tensor], masks: Option<&Tensor>) -> Vec<f32> {
+        let m = self.description.memory_size;
+        let mut carried = Vec::with_capacity(self.recent_inputs.len() * m);
+        let mut memory = vec![0.0f32; m];
+        for (r, recent) in self.recent_inputs.iter().enumerate() {
+            if r == 0 || recent.memory.iter().all(|v| *v == 0.0) {
+                memory = recent.memory.clone();
+            }
+            carried.extend_from_slice(&memory);
+            let row: Vec<Tensor> = observations.iter().map(|o| o.narrow(0, r as i64, 1)).collect();
+            let mask = masks.map(|t| t.narrow(0, r as i64, 1));
+            let before = Tensor::from_slice(&memory).reshape([1, 1, m as i64]);
+            let out = tch::no_grad(|| self.actor.forward(&row, Some(&before), mask.as_ref(), None, true));
+            memory = out.memories.map(|t| Vec::<f32>::try_from(t.flatten(0, -1)).unwrap_or_default()).unwrap_or_default();
+        }
+        carried
     }
 
     /// Loads a checkpoint's actor, critic and normalisers, and, when `resume`, Adam's state
