@@ -62,7 +62,7 @@ phase_rust() {
 }
 
 phase_peer() {
-  for binary in mlagents-sim mlagents-run examples/tensorboard_events examples/export_random; do
+  for binary in mlagents-sim mlagents-run examples/tensorboard_events examples/export_random examples/lower_nn; do
     [ -x "$BIN/$binary" ] || { echo "missing $BIN/$binary: run the rust phase first (scripts/test.sh rust peer)" >&2; exit 1; }
   done
   step "peer venv: mlagents_envs 0.28.0, onnxruntime, onnx, tensorboard (installed on first use)"
@@ -75,6 +75,8 @@ phase_peer() {
   peer "$python" tests/peer/peer_fidelity.py "$BIN/mlagents-sim" "$MODELS/onnx"
   step "peer ONNX parity: our tract runner against onnxruntime on every Unity-trained ONNX model"
   peer "$python" tests/peer/peer_onnx_parity.py "$BIN/mlagents-run" "$MODELS/onnx"
+  step "peer recurrent .nn: Unity's recurrent .nn policies over sequences, memories carried, against onnxruntime"
+  peer "$python" tests/peer/peer_nn_recurrent.py "$BIN/mlagents-run" "$BIN/examples/lower_nn" "$MODELS/nn/Hallway.nn" "$MODELS/nn/discrete1vis0vec_2_3action_recurr.nn"
   step "peer TensorBoard: TensorBoard's own reader reads our event files"
   peer "$python" tests/peer/peer_tensorboard.py "$BIN/examples/tensorboard_events"
   step "peer golden: the golden exports pass onnx.checker and onnxruntime reproduces their training outputs"
@@ -89,9 +91,9 @@ phase_train() {
   torch_venv=$(scripts/torch-venv.sh)
   export LIBTORCH_USE_PYTORCH=1 PATH="$torch_venv/bin:$PATH"
   step "build: the train feature (tch)"
-  cargo test --features train --test train_ppo --test train_golden --test train_bad_input --test train_curriculum --test train_self_play --no-run --quiet 2>&1
+  cargo test --features train --test train_ppo --test train_golden --test train_bad_input --test train_curriculum --test train_self_play --test train_recurrent --no-run --quiet 2>&1
   step "PPO on tch: training tests"
-  cargo test --features train --test train_ppo --test train_golden --test train_bad_input --test train_curriculum --test train_self_play --no-fail-fast --quiet 2>&1 | grep -v '^\[INFO\]'
+  cargo test --features train --test train_ppo --test train_golden --test train_bad_input --test train_curriculum --test train_self_play --test train_recurrent --no-fail-fast --quiet 2>&1 | grep -v '^\[INFO\]'
   step "trainer peer: the real mlagents-learn 0.28 (added to the torch venv) beside ours on the Corridor curriculum"
   bash "$(shared_file tools/peer-setup.sh)" "$torch_venv" >/dev/null
   peer "$torch_venv/bin/python" tests/peer/peer_curriculum.py "$BIN/mlagents-learn" "$BIN/mlagents-sim" tests/fixtures/config/Corridor_curriculum.yaml

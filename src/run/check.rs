@@ -177,4 +177,16 @@ fn check_memory(model: &ModelInterface, version: Option<f32>, memory: f32, v: &m
             v.push(format!("{} > 0 but the model has no output {}", contract::MEMORY_SIZE, contract::RECURRENT_OUT));
         }
     }
+    // Unity reads the memory width from the tensor, never from the constant (lstm.md §5.2,
+    // §8 row 14): a constant that disagrees hides a broken export.
+    if let Some(width) = model.input(contract::RECURRENT_IN).and_then(|d| d.last().copied()).filter(|w| *w >= 0) {
+        if version == Some(3.0) && width as f32 != memory {
+            v.push(format!("{} is {memory} but input {} is {width} wide; they must agree", contract::MEMORY_SIZE, contract::RECURRENT_IN));
+        }
+    }
+    let slots: usize = model.memories.iter().filter(|m| !m.declared).map(|m| m.size).sum();
+    if slots > 0 && slots as f32 != memory {
+        let names: Vec<&str> = model.memories.iter().map(|m| m.input.as_str()).collect();
+        v.push(format!("{} is {memory} but the memories {names:?} hold {slots} floats; they must agree", contract::MEMORY_SIZE));
+    }
 }

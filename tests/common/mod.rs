@@ -53,7 +53,7 @@ pub fn temp_dir(name: &str) -> std::path::PathBuf {
 }
 
 /// The golden fixtures (models/golden): case folder and behavior name.
-pub const GOLDEN_CASES: [(&str, &str); 4] = [("discrete-masked", "GridWorld"), ("continuous", "3DBall"), ("hybrid", "1D"), ("visual", "1D")];
+pub const GOLDEN_CASES: [(&str, &str); 5] = [("discrete-masked", "GridWorld"), ("continuous", "3DBall"), ("hybrid", "1D"), ("visual", "1D"), ("recurrent", "1D")];
 
 /// `models/golden/<case>`.
 pub fn golden_case_dir(case: &str) -> std::path::PathBuf {

@@ -3,7 +3,11 @@ passes onnx.checker (full check), its sha256 is the one the parity record lists,
 onnxruntime reproduces the training network's recorded outputs within 1e-5: deterministic
 actions as they are, continuous actions sampled with the recorded noise (the
 RandomNormalLike node replaced by an input carrying that noise), and discrete actions sampled
-with the recorded uniform draws from the probabilities onnxruntime computes.
+with the recorded uniform draws from the probabilities onnxruntime computes. A recurrent
+case's rows are one agent's consecutive decisions: each row runs from its recorded memory
+(`recurrent_out` compared too), and the rows run again in order as a sequence, onnxruntime
+feeding its own `recurrent_out` back as the next `recurrent_in` (zeros where the record starts
+an episode), every step compared with the training network's outputs.
 Usage: python peer_golden.py PATH/TO/models/golden"""
 import hashlib
 import json
@@ -49,6 +53,28 @@ def inverse_cdf(p, u):
     return min(int((np.cumsum(p, dtype=np.float32) < u).sum()), len(p) - 1)
 
 
+def carried_sequence(model, feeds, record, recorded_in, recorded_out):
+    """Errors of the rows run in order with onnxruntime's own memory carried."""
+    n, m = recorded_in.shape
+    run = session(model)
+    names = [o.name for o in model.graph.output]
+    memory = recorded_in[0]
+    worst_memory = worst_action = 0.0
+    for r in range(n):
+        if r > 0 and not recorded_in[r].any():
+            memory = recorded_in[r]
+        row = {k: v[r:r + 1] for k, v in feeds.items() if k != "recurrent_in"}
+        row["recurrent_in"] = memory.reshape(1, 1, m)
+        out = dict(zip(names, run.run(None, row)))
+        memory = out["recurrent_out"].reshape(m)
+        worst_memory = max(worst_memory, float(np.abs(memory - recorded_out[r]).max()))
+        for key in ("deterministic_continuous_actions", "deterministic_discrete_actions"):
+            if key in out:
+                expected = np.asarray(record[key], np.float64).reshape(n, -1)[r]
+                worst_action = max(worst_action, float(np.abs(out[key].reshape(-1) - expected).max()))
+    return {"recurrent_out (memory carried)": worst_memory, "deterministic actions (memory carried)": worst_action}
+
+
 def main(root):
     passed = failed = 0
     for case in sorted(os.listdir(root)):
@@ -78,8 +104,16 @@ def main(root):
             c, branches = spec["continuous_size"], spec["discrete_branches"]
             if branches:
                 feeds["action_masks"] = np.asarray(record["action_masks"], np.float32).reshape(n, -1)
+            m = record["policy"]["memory_size"]
+            recorded_in = np.asarray(record.get("recurrent_in", []), np.float32).reshape(n, m) if m else None
+            if m:
+                feeds["recurrent_in"] = recorded_in.reshape(n, 1, m)
             out = dict(zip([o.name for o in model.graph.output], session(model).run(None, feeds)))
             errors = {}
+            if m:
+                recorded_out = np.asarray(record["recurrent_out"], np.float32).reshape(n, m)
+                errors["recurrent_out"] = float(np.abs(out["recurrent_out"].reshape(n, m) - recorded_out).max())
+                errors.update(carried_sequence(model, feeds, record, recorded_in, recorded_out))
             if c:
                 errors["deterministic_continuous_actions"] = float(np.abs(out["deterministic_continuous_actions"] - np.asarray(record["deterministic_continuous_actions"]).reshape(n, c)).max())
                 noisy = session(with_noise_input(model)).run(["continuous_actions"], {**feeds, "parity_noise": np.asarray(record["noise"], np.float32).reshape(n, c)})[0]

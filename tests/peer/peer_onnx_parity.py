@@ -1,7 +1,9 @@
 """ONNX parity: our runner (`mlagents-run eval --deterministic`, tract) against onnxruntime
 from PyPI on every model of ../shared/models/onnx, on fixed inputs at batch 1 and 3.
 Outputs that onnxruntime samples (they differ across 8 runs) are not compared; every other
-output must match within 1e-4.
+output must match within 1e-4. A recurrent model (`recurrent_in` in, `recurrent_out` out) runs
+a sequence of steps, each engine feeding its own `recurrent_out` back as the next
+`recurrent_in`, compared at every step.
 
 Usage: python peer_onnx_parity.py PATH/TO/mlagents-run MODELS_DIR
 Prints one line per model and batch and a final "N passed, N failed" line.
@@ -34,6 +36,42 @@ def make_inputs(session, batch, rng):
     return inputs
 
 
+RECURRENT_STEPS = 6
+
+
+def run_ours(runner, path, inputs):
+    """Our runner's outputs as numpy arrays, or an error line."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"inputs": {k: {"shape": list(v.shape), "data": v.ravel().tolist()} for k, v in inputs.items()}}, f)
+    result = subprocess.run([runner, "eval", path, "--inputs", f.name, "--deterministic", "--json"],
+                            capture_output=True, text=True)
+    os.unlink(f.name)
+    if result.returncode != 0:
+        return None, result.stderr.strip()
+    outputs = json.loads(result.stdout)["outputs"]
+    return {k: np.asarray(v["data"], dtype=np.float64).reshape(v["shape"]) for k, v in outputs.items()}, None
+
+
+def compare(names, runs, ours):
+    """(compared, skipped, worst error, problems) of one step."""
+    compared, skipped, worst, problems = [], [], 0.0, []
+    for k, out in enumerate(names):
+        reference = np.asarray(runs[0][k], dtype=np.float64)
+        if any(not np.array_equal(runs[0][k], r[k]) for r in runs[1:]):
+            skipped.append(out)
+            continue
+        got = ours[out]
+        if got.shape != reference.shape:
+            problems.append(f"{out}: shape {got.shape} vs {reference.shape}")
+            continue
+        err = float(np.max(np.abs(got - reference))) if reference.size else 0.0
+        worst = max(worst, err)
+        compared.append(out)
+        if err > TOLERANCE:
+            problems.append(f"{out}: max abs error {err:.2e}")
+    return compared, skipped, worst, problems
+
+
 def main():
     runner, models = sys.argv[1], sys.argv[2]
     passed = failed = 0
@@ -43,41 +81,38 @@ def main():
             continue
         path = os.path.join(models, name)
         session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        names = [o.name for o in session.get_outputs()]
+        recurrent = "recurrent_in" in [i.name for i in session.get_inputs()] and "recurrent_out" in names
         batches = [1] if "obsolete_recurr" in name else [1, 3]  # its initial state is batch-1 only
         for batch in batches:
-            inputs = make_inputs(session, batch, rng)
-            names = [o.name for o in session.get_outputs()]
-            runs = [session.run(names, inputs) for _ in range(8)]
-            with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-                json.dump({"inputs": {k: {"shape": list(v.shape), "data": v.ravel().tolist()} for k, v in inputs.items()}}, f)
-            result = subprocess.run([runner, "eval", path, "--inputs", f.name, "--deterministic", "--json"],
-                                    capture_output=True, text=True)
-            os.unlink(f.name)
-            if result.returncode != 0:
-                failed += 1
-                print(f"FAIL {name} batch {batch}: {result.stderr.strip()}")
-                continue
-            ours = json.loads(result.stdout)["outputs"]
-            compared, skipped, worst, problems = [], [], 0.0, []
-            for k, out in enumerate(names):
-                reference = np.asarray(runs[0][k], dtype=np.float64)
-                if any(not np.array_equal(runs[0][k], r[k]) for r in runs[1:]):
-                    skipped.append(out)
-                    continue
-                got = np.asarray(ours[out]["data"], dtype=np.float64).reshape(ours[out]["shape"])
-                if got.shape != reference.shape:
-                    problems.append(f"{out}: shape {got.shape} vs {reference.shape}")
-                    continue
-                err = float(np.max(np.abs(got - reference))) if reference.size else 0.0
-                worst = max(worst, err)
-                compared.append(out)
-                if err > TOLERANCE:
-                    problems.append(f"{out}: max abs error {err:.2e}")
+            memory_ort = memory_ours = None
+            compared, skipped, worst, problems = set(), set(), 0.0, []
+            for step in range(RECURRENT_STEPS if recurrent else 1):
+                inputs = make_inputs(session, batch, rng)
+                ort_inputs, our_inputs = dict(inputs), dict(inputs)
+                if memory_ort is not None:
+                    shape = inputs["recurrent_in"].shape
+                    ort_inputs["recurrent_in"] = memory_ort.reshape(shape).astype(np.float32)
+                    our_inputs["recurrent_in"] = memory_ours.reshape(shape).astype(np.float32)
+                runs = [session.run(names, ort_inputs) for _ in range(8)]
+                ours, error = run_ours(runner, path, our_inputs)
+                if error:
+                    problems.append(f"step {step}: {error}")
+                    break
+                c, s, w, p = compare(names, runs, ours)
+                compared.update(c)
+                skipped.update(s)
+                worst = max(worst, w)
+                problems.extend(f"step {step}: {x}" for x in p)
+                if recurrent:
+                    memory_ort = np.asarray(runs[0][names.index("recurrent_out")])
+                    memory_ours = ours["recurrent_out"]
             ok = not problems and compared
             passed += bool(ok)
             failed += not ok
-            print(f"{'ok  ' if ok else 'FAIL'} {name} batch {batch}: {len(compared)} outputs compared, max abs error "
-                  f"{worst:.2e}; sampled, not compared: {skipped}{'; ' + '; '.join(problems) if problems else ''}", flush=True)
+            steps = f", {RECURRENT_STEPS} steps with memory carried" if recurrent else ""
+            print(f"{'ok  ' if ok else 'FAIL'} {name} batch {batch}{steps}: {len(compared)} outputs compared, max abs error "
+                  f"{worst:.2e}; sampled, not compared: {sorted(skipped)}{'; ' + '; '.join(problems) if problems else ''}", flush=True)
     print(f"{passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
 
