@@ -462,9 +462,14 @@ impl PpoTrainer {
         for _ in 0..h.num_epoch {
             order.shuffle(&mut self.rng);
             for chunk in order.chunks_exact(sequences_per_batch) {
-                let rows: Vec<&Row> = chunk.iter().flat_map(|q| &self.buffer[q * l..(q + 1) * l]).collect();
+                // Padding sits at the end of a sequence and counts for nothing, and the LSTM is
+                // causal: the steps after the longest real part of the minibatch's sequences
+                // cannot change the loss or its gradient, so they are not computed.
+                let real = |q: usize| self.buffer[q * l..(q + 1) * l].iter().rposition(|r| r.valid).map_or(1, |last| last + 1);
+                let kept = chunk.iter().map(|q| real(*q)).max().unwrap_or(l);
+                let rows: Vec<&Row> = chunk.iter().flat_map(|q| &self.buffer[q * l..q * l + kept]).collect();
                 let b = rows.len() as i64;
-                let starts: Vec<&Row> = rows.iter().step_by(l).copied().collect();
+                let starts: Vec<&Row> = rows.iter().step_by(kept).copied().collect();
                 let sequences = starts.len() as i64;
                 let recurrent = self.description.is_recurrent();
                 let memories = recurrent.then(|| rows_to_tensor(&starts, |r| &r.memory, m as usize).reshape([1, sequences, m]));
