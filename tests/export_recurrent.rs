@@ -167,3 +167,22 @@ fn an_odd_memory_size_is_refused() {
     let e = to_onnx_bytes(&odd, &weights).unwrap_err().to_string();
     assert!(e.contains("memory_size 7"), "{e}");
 }
+
+/// A `memory_size` constant that disagrees with `recurrent_in`'s width (ONNX) or with the
+/// memories' sizes (`.nn`) is a `check` violation naming both (Unity reads the width from the
+/// tensor and would silently carry another memory).
+#[test]
+fn a_memory_size_that_disagrees_with_the_memory_is_a_check_violation() {
+    let d = recurrent(ActionSpec::discrete(&[3]), &[4], 8);
+    let weights = Weights::random(&d, 9);
+    let spec = BehaviorSpec { observation_specs: vec![ObservationSpec::vector(4, "v")], action_spec: d.action_spec.clone() };
+    let onnx = Policy::from(OnnxPolicy::from_bytes(&to_onnx_bytes(&d, &weights).unwrap(), "export", LoadOptions::default()).unwrap());
+    let nn = Policy::from(NnPolicy::from_model(to_nn(&d, &weights).unwrap(), "export.nn", LoadOptions::default()).unwrap());
+    for (policy, names) in [(onnx, "recurrent_in is 8 wide"), (nn, "hold 8 floats")] {
+        let mut interface = policy.interface().unwrap().clone();
+        assert_eq!(check(&interface, &spec), Vec::<String>::new());
+        interface.constants.insert("memory_size".into(), vec![6.0]);
+        let found = check(&interface, &spec);
+        assert!(found.iter().any(|v| v.contains("memory_size is 6") && v.contains(names)), "{found:?}");
+    }
+}
