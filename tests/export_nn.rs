@@ -7,8 +7,8 @@ mod common;
 
 use mlagents::barracuda::{self, export::to_nn};
 use mlagents::policy::{reference_forward, PolicyDescription, Weights};
-use mlagents::run::{check, LoadOptions, NamedTensors, NnPolicy, Policy, TensorData};
-use mlagents::spec::{ActionSpec, BehaviorSpec, ObservationSpec};
+use mlagents::run::{LoadOptions, NamedTensors, NnPolicy, Policy, TensorData};
+use mlagents::spec::ActionSpec;
 use rand::{Rng, SeedableRng};
 
 use common::policy_description as description;
@@ -68,12 +68,7 @@ fn check_export(d: &PolicyDescription, seed: u64) {
         }
     }
     // Unity's checks pass against the matching behavior.
-    let spec = BehaviorSpec {
-        observation_specs: d.observation_shapes.iter().map(|s| ObservationSpec::vector(s[0], "v")).collect(),
-        action_spec: d.action_spec.clone(),
-    };
-    let policy = Policy::from(policy);
-    assert_eq!(check(policy.interface().unwrap(), &spec), Vec::<String>::new());
+    common::assert_passes_unity_checks(Policy::from(policy), d);
 }
 
 #[test]

@@ -10,7 +10,7 @@ use mlagents::barracuda::{self, export::to_nn};
 use mlagents::onnx::export::{to_onnx_api_bytes, to_onnx_bytes, OnnxApi};
 use mlagents::policy::{reference_step, PolicyDescription, Weights};
 use mlagents::run::{check, LoadOptions, NamedTensors, NnPolicy, OnnxPolicy, Policy, TensorData};
-use mlagents::spec::{ActionSpec, BehaviorSpec, ObservationSpec};
+use mlagents::spec::ActionSpec;
 use rand::{Rng, SeedableRng};
 
 const STEPS: usize = 6;
@@ -119,12 +119,7 @@ fn check_nn(d: &PolicyDescription, seed: u64) {
         c = out["recurrent_out_c"].data.clone();
         reference = after;
     }
-    let spec = BehaviorSpec {
-        observation_specs: d.observation_shapes.iter().map(|s| ObservationSpec::vector(s[0], "v")).collect(),
-        action_spec: d.action_spec.clone(),
-    };
-    let policy = Policy::from(policy);
-    assert_eq!(check(policy.interface().unwrap(), &spec), Vec::<String>::new());
+    common::assert_passes_unity_checks(Policy::from(policy), d);
 }
 
 #[test]
@@ -175,7 +170,7 @@ fn an_odd_memory_size_is_refused() {
 fn a_memory_size_that_disagrees_with_the_memory_is_a_check_violation() {
     let d = recurrent(ActionSpec::discrete(&[3]), &[4], 8);
     let weights = Weights::random(&d, 9);
-    let spec = BehaviorSpec { observation_specs: vec![ObservationSpec::vector(4, "v")], action_spec: d.action_spec.clone() };
+    let spec = common::vector_behavior_spec(&d);
     let onnx = Policy::from(OnnxPolicy::from_bytes(&to_onnx_bytes(&d, &weights).unwrap(), "export", LoadOptions::default()).unwrap());
     let nn = Policy::from(NnPolicy::from_model(to_nn(&d, &weights).unwrap(), "export.nn", LoadOptions::default()).unwrap());
     for (policy, names) in [(onnx, "recurrent_in is 8 wide"), (nn, "hold 8 floats")] {

@@ -22,44 +22,51 @@ fn recurrent_config(memory: bool, seed: i64) -> RunOptions {
     RunOptions::from_yaml(&yaml, "recurrent.yaml").unwrap()
 }
 
-fn last5(returns: &[f32]) -> f32 {
-    let tail = &returns[returns.len().saturating_sub(5)..];
+fn last(k: usize, returns: &[f32]) -> f32 {
+    let tail = &returns[returns.len().saturating_sub(k)..];
     tail.iter().sum::<f32>() / tail.len().max(1) as f32
 }
 
-/// Last-5 mean returns of three seeds.
-fn scores(scene: &str, memory: bool) -> Vec<f32> {
+fn last5(returns: &[f32]) -> f32 {
+    last(5, returns)
+}
+
+/// The mean return of the last `k` episodes of three seeds.
+fn scores(scene: &str, memory: bool, k: usize) -> Vec<f32> {
     let options = LearnOptions::in_memory(&format!("sim:{scene}"));
     [1337, 1338, 1339]
         .into_iter()
         .map(|seed| {
             let results = learn(&recurrent_config(memory, seed), &options).unwrap_or_else(|e| panic!("{scene}, seed {seed}: {e}"));
             assert!(results["1D"].steps >= 6000);
-            last5(&results["1D"].episode_returns)
+            last(k, &results["1D"].episode_returns)
         })
         .collect()
 }
 
 #[test]
 fn recurrent_ppo_discrete() {
-    let s = scores("Memory1DDiscrete", true);
+    let s = scores("Memory1DDiscrete", true, 5);
     eprintln!("Memory1DDiscrete with memory: {s:?}");
     assert!(s.iter().all(|v| *v > 0.9), "every seed must reach 0.9: {s:?}");
 }
 
 #[test]
 fn recurrent_ppo_continuous() {
-    let s = scores("Memory1DContinuous", true);
+    let s = scores("Memory1DContinuous", true, 5);
     eprintln!("Memory1DContinuous with memory: {s:?}");
     assert!(s.iter().all(|v| *v > 0.9), "every seed must reach 0.9: {s:?}");
 }
 
-/// Without memory the policy cannot know the goal after step 3: at best it guesses.
+/// Without memory the policy cannot know the goal after step 3 (it stands 0.6 towards it): the
+/// best it can do is wander, reaching the goal side first about 4 times in 5 and slowly (about
+/// 0.45 on average, where the recurrent policy makes 1.02 every episode). Judged on the last 100
+/// episodes: a few lucky walks in a row would pass a last-5 bar.
 #[test]
 fn the_memory_scene_needs_memory() {
-    let s = scores("Memory1DDiscrete", false);
-    eprintln!("Memory1DDiscrete without memory: {s:?}");
-    assert!(s.iter().all(|v| *v < 0.9), "a feed-forward policy should not solve the memory scene: {s:?}");
+    let s = scores("Memory1DDiscrete", false, 100);
+    eprintln!("Memory1DDiscrete without memory, mean of the last 100 episodes: {s:?}");
+    assert!(s.iter().all(|v| *v < 0.8), "a feed-forward policy should not solve the memory scene: {s:?}");
 }
 
 /// A trained recurrent policy: both exports pass the parity record (every recorded step from
@@ -100,4 +107,31 @@ fn a_trained_recurrent_policy_exports_and_plays_in_both_formats() {
         assert!(e.contains("memory_size: checkpoint 16, this run 0"), "{e}");
         let _ = std::fs::remove_dir_all(dir);
     }
+}
+
+/// Self-play with a recurrent network (0.28 allows memory under `self_play`): on the ghost
+/// scene both teams learn to reach their goal, the ghost team playing copies of the LSTM with
+/// its own per-agent memories; the export is recurrent.
+#[test]
+fn recurrent_self_play_trains_both_teams() {
+    let yaml = |seed: i64| {
+        format!(
+            "behaviors:\n  1D:\n    hyperparameters: {{batch_size: 64, buffer_size: 128, learning_rate: 1.0e-3, \
+             learning_rate_schedule: constant, beta_schedule: linear, epsilon_schedule: linear}}\n    \
+             network_settings: {{hidden_units: 32, num_layers: 1, memory: {{memory_size: 16, sequence_length: 16}}}}\n    \
+             max_steps: 4000\n    time_horizon: 64\n    summary_freq: 500\n    \
+             self_play: {{play_against_latest_model_ratio: 1.0, save_steps: 2000, swap_steps: 2000}}\n\
+             env_settings: {{base_port: 0, seed: {seed}}}\n"
+        )
+    };
+    let mut scores = vec![];
+    for seed in [1337, 1338, 1339] {
+        let run = RunOptions::from_yaml(&yaml(seed), "recurrent-ghost.yaml").unwrap();
+        let results = learn(&run, &LearnOptions::in_memory("sim:Ghost1D")).unwrap();
+        let teams = &results["1D"].team_returns;
+        scores.push([last5(&teams[&0]), last5(&teams[&1])]);
+    }
+    eprintln!("recurrent self-play on Ghost1D: last-5 mean returns per seed (team 0, team 1) {scores:?}");
+    let passed = scores.iter().filter(|s| s.iter().all(|v| *v > 0.9)).count();
+    assert!(passed >= 2, "{passed} of 3 seeds: {scores:?}");
 }

@@ -415,6 +415,39 @@ fn encode_image(encoder: &SimpleVisualEncoder, hwc: &[f32], weights: &Weights, o
     Ok(dense.into_iter().map(leaky).collect())
 }
 
+/// The observation encodings of `n` rows side by side (`[n, encoding_width]`): images
+/// through the simple encoder, vectors normalised when the policy normalises.
+fn encode_observations(description: &PolicyDescription, weights: &Weights, observations: &[Vec<f32>], n: usize) -> Result<Vec<f32>, PolicyError> {
+    let sizes = description.observation_sizes();
+    let width = description.encoding_width();
+    let mut encoding = vec![0.0; n * width];
+    let mut offset = 0;
+    for (i, (shape, size)) in description.observation_shapes.iter().zip(sizes).enumerate() {
+        if let Some(encoder) = SimpleVisualEncoder::of(shape) {
+            for r in 0..n {
+                let features = encode_image(&encoder, &observations[i][r * size..(r + 1) * size], weights, i)?;
+                encoding[r * width + offset..r * width + offset + features.len()].copy_from_slice(&features);
+            }
+            offset += description.hidden_units;
+            continue;
+        }
+        for r in 0..n {
+            for k in 0..size {
+                let mut v = observations[i][r * size + k];
+                if description.normalize {
+                    let mean = weights.get(&names::running_mean(i))?.data[k];
+                    let var = weights.get(&names::running_variance(i))?.data[k];
+                    let steps = weights.get(&names::normalization_steps(i))?.data[0];
+                    v = ((v - mean) / (var / steps).sqrt()).clamp(-NORMALIZATION_CLIP, NORMALIZATION_CLIP);
+                }
+                encoding[r * width + offset + k] = v;
+            }
+        }
+        offset += size;
+    }
+    Ok(encoding)
+}
+
 /// The deterministic outputs of a policy in plain Rust: `deterministic_continuous_actions`
 /// (`[n, c]`) and `deterministic_discrete_actions` (`[n, branches]`), for `observations`
 /// (one `[n, size]` buffer per observation) and `masks` (`[n, sum of branches]`, 1 = allowed).
@@ -451,33 +484,7 @@ pub fn reference_step(
     if given != sizes.iter().map(|s| s * n).collect::<Vec<_>>() || masks.is_some_and(|m| m.len() != n * total_actions) {
         return Err(PolicyError::Unsupported(format!("{n} rows need observations of {sizes:?} floats per row (given {given:?} in all) and masks of {total_actions}")));
     }
-    let width = description.encoding_width();
-    let mut encoding = vec![0.0; n * width];
-    let mut offset = 0;
-    for (i, (shape, size)) in description.observation_shapes.iter().zip(sizes).enumerate() {
-        if let Some(encoder) = SimpleVisualEncoder::of(shape) {
-            for r in 0..n {
-                let features = encode_image(&encoder, &observations[i][r * size..(r + 1) * size], weights, i)?;
-                encoding[r * width + offset..r * width + offset + features.len()].copy_from_slice(&features);
-            }
-            offset += description.hidden_units;
-            continue;
-        }
-        for r in 0..n {
-            for k in 0..size {
-                let mut v = observations[i][r * size + k];
-                if description.normalize {
-                    let mean = weights.get(&names::running_mean(i))?.data[k];
-                    let var = weights.get(&names::running_variance(i))?.data[k];
-                    let steps = weights.get(&names::normalization_steps(i))?.data[0];
-                    v = ((v - mean) / (var / steps).sqrt()).clamp(-NORMALIZATION_CLIP, NORMALIZATION_CLIP);
-                }
-                encoding[r * width + offset + k] = v;
-            }
-        }
-        offset += size;
-    }
-    let mut h = encoding;
+    let mut h = encode_observations(description, weights, observations, n)?;
     for l in 0..description.num_layers {
         h = linear(&h, n, weights.get(&names::body_weight(l))?, weights.get(&names::body_bias(l))?);
         h.iter_mut().for_each(|v| *v *= 1.0 / (1.0 + (-*v).exp()));

@@ -186,17 +186,7 @@ fn check_recorded(model: &Path, sha256: &str, record: &ParityRecord, tolerance: 
     let missing = |what: &str| PlayError::Mismatch { behavior: record.behavior.clone(), detail: format!("the model has no {what} output") };
     let mut checks = vec![];
     if m > 0 {
-        let interface = driver.policy().interface()?;
-        if interface.memory_size != m || interface.memories.is_empty() {
-            return Err(PlayError::Mismatch {
-                behavior: record.behavior.clone(),
-                detail: format!("the record is of a recurrent policy with memory_size {m}; the model carries {} floats of memory", interface.memory_size),
-            });
-        }
-        let outputs_named = interface.memories.iter().map(|s| s.output.as_str()).collect::<Vec<_>>().join(" + ");
-        let after = TensorData { shape: vec![n, m], data: driver.memories_after(&outputs, n) };
-        checks.push(compare_continuous(&outputs_named, model::RECURRENT_OUT, &after, &record.recurrent_out, n, m, tolerance));
-        checks.extend(check_carried(&mut driver, record, &steps, tolerance)?);
+        checks.extend(check_memories(&mut driver, record, &steps, &outputs, tolerance)?);
     }
     if c > 0 {
         let (name, t) = [model::DETERMINISTIC_CONTINUOUS_ACTIONS, model::ACTION]
@@ -246,6 +236,24 @@ fn check_recorded(model: &Path, sha256: &str, record: &ParityRecord, tolerance: 
     let recorded_sha256 = record.files.iter().find(|(name, _)| Path::new(name).extension() == model.extension() || **name == file_name).map(|(_, s)| s.clone());
     let passed = checks.iter().all(|c| c.passed) && non_finite_weights.is_empty();
     Ok(ParityReport { model: model.display().to_string(), sha256: sha256.to_string(), recorded_sha256, rows: n, tolerance, checks, non_finite_weights, passed })
+}
+
+/// A recurrent record: the memory after each row (run from its recorded memory, `outputs`),
+/// then the rows replayed in order with the model's own memory carried ([`check_carried`]).
+fn check_memories(driver: &mut PolicyDriver, record: &ParityRecord, steps: &DecisionSteps, outputs: &NamedTensors, tolerance: f32) -> Result<Vec<OutputCheck>, PlayError> {
+    let (n, m) = (record.batch, record.policy.memory_size);
+    let interface = driver.policy().interface()?;
+    if interface.memory_size != m || interface.memories.is_empty() {
+        return Err(PlayError::Mismatch {
+            behavior: record.behavior.clone(),
+            detail: format!("the record is of a recurrent policy with memory_size {m}; the model carries {} floats of memory", interface.memory_size),
+        });
+    }
+    let outputs_named = interface.memories.iter().map(|s| s.output.as_str()).collect::<Vec<_>>().join(" + ");
+    let after = TensorData { shape: vec![n, m], data: driver.memories_after(outputs, n) };
+    let mut checks = vec![compare_continuous(&outputs_named, model::RECURRENT_OUT, &after, &record.recurrent_out, n, m, tolerance)];
+    checks.extend(check_carried(driver, record, steps, tolerance)?);
+    Ok(checks)
 }
 
 /// A recurrent record's rows are one agent's consecutive decisions: runs them in order with

@@ -580,9 +580,6 @@ impl Context<'_> {
             Some(raw) => Some(self.self_play(name, raw, settings.max_steps)?),
             None => None,
         };
-        if self_play.is_some() && settings.network_settings.memory.is_some() {
-            return Err(self.unsupported(&format!("memory (a recurrent network) with self_play of {name}"), "memory", name, "the ghost teams do not keep memories yet"));
-        }
         Ok(TrainerSettings { self_play, ..settings })
     }
 
@@ -934,9 +931,6 @@ mod tests {
             let e = parse(memory).unwrap_err().to_string();
             assert!(e.contains(expected) && e.contains("line 5"), "{memory}: {e}");
         }
-        let self_play = "behaviors:\n  B:\n    network_settings:\n      memory: {memory_size: 16}\n    self_play: {}\n";
-        let e = RunOptions::from_yaml(self_play, "t.yaml").unwrap_err().to_string();
-        assert!(e.contains("self_play") && e.contains("not supported"), "{e}");
     }
 
     #[test]

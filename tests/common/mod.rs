@@ -44,6 +44,19 @@ pub fn policy_description(
     }
 }
 
+/// The behavior a vector-observation policy description serves.
+pub fn vector_behavior_spec(d: &mlagents::policy::PolicyDescription) -> mlagents::spec::BehaviorSpec {
+    mlagents::spec::BehaviorSpec {
+        observation_specs: d.observation_shapes.iter().map(|s| mlagents::spec::ObservationSpec::vector(s[0], "v")).collect(),
+        action_spec: d.action_spec.clone(),
+    }
+}
+
+/// Asserts that a policy passes Unity's checks against the behavior its description serves.
+pub fn assert_passes_unity_checks(policy: mlagents::run::Policy, d: &mlagents::policy::PolicyDescription) {
+    assert_eq!(mlagents::run::check(policy.interface().unwrap(), &vector_behavior_spec(d)), Vec::<String>::new());
+}
+
 /// A fresh, empty folder under the system temp folder, unique to this process.
 pub fn temp_dir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("mlagents-{name}-{}", std::process::id()));

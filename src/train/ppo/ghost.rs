@@ -3,6 +3,7 @@
 //! weights; the learning team plays the trainable network itself), and those teams' steps
 //! assembled into trajectories only to count ghost steps, as 0.28 counts them.
 
+use super::memory::AgentMemories;
 use super::networks::{actor_weights, load_variables, Actor};
 use super::trainer::{sample_actions, PpoTrainer};
 use crate::env::{ActionTuple, DecisionSteps, TerminalSteps};
@@ -17,11 +18,13 @@ use tch::{nn, Device};
 /// Prefix of the self-play tensors in a checkpoint.
 pub const SELF_PLAY_PREFIX: &str = "selfplay.";
 
-/// A team's playing copy of the actor, and the assembly of its steps into trajectories
-/// (counted as ghost steps while the team does not learn).
+/// A team's playing copy of the actor, its agents' memories (a recurrent network; kept
+/// across weight swaps, as 0.28's ghost policy keeps its own), and the assembly of its steps
+/// into trajectories (counted as ghost steps while the team does not learn).
 struct Player {
     vs: nn::VarStore,
     actor: Actor,
+    memories: AgentMemories,
     processor: AgentProcessor,
 }
 
@@ -30,7 +33,7 @@ impl Player {
         let vs = nn::VarStore::new(Device::Cpu);
         let actor = Actor::new(&vs.root(), description);
         load_variables(&vs, weights);
-        Self { vs, actor, processor: AgentProcessor::new(time_horizon) }
+        Self { vs, actor, memories: AgentMemories::new(description.memory_size), processor: AgentProcessor::new(time_horizon) }
     }
 }
 
@@ -72,8 +75,13 @@ impl Ghost {
     /// the ghost's episode lengths and entropy are not mixed into the behavior's statistics.
     pub fn act(&mut self, team: i32, source: usize, decisions: &DecisionSteps, terminals: &TerminalSteps) -> Result<(ActionTuple, Vec<f32>), TrainError> {
         let player = self.players.get_mut(&team).ok_or_else(|| TrainError::Mismatch(format!("{}: team {team} has no playing copy", self.behavior)))?;
-        let sampled = sample_actions(&player.actor, &self.description, decisions, None)
+        let recurrent = self.description.is_recurrent().then(|| player.memories.for_decisions(source, decisions, terminals));
+        let memories = recurrent.as_ref().map(|(_, (t, flat))| (t, flat.as_slice()));
+        let sampled = sample_actions(&player.actor, &self.description, decisions, memories)
             .ok_or_else(|| TrainError::Mismatch(format!("{}: the opponent of team {team} produced non-finite actions (a diverged snapshot)", self.behavior)))?;
+        if let Some((agents, _)) = &recurrent {
+            player.memories.store(agents, &sampled.memories);
+        }
         let (trajectories, episodes) = player.processor.add_steps(source, decisions, terminals, sampled.decisions);
         self.state.ghost_step += trajectories.iter().map(|t| t.steps.len() as u64).sum::<u64>();
         Ok((sampled.actions, episodes.iter().map(|e| e.cumulative_reward).collect()))
@@ -92,7 +100,10 @@ impl Ghost {
 
     /// The environments are reset: the ghost teams' episodes in progress are dropped.
     pub fn end_episodes(&mut self) {
-        self.players.values_mut().for_each(|p| p.processor.drop_episodes_in_progress());
+        for player in self.players.values_mut() {
+            player.processor.drop_episodes_in_progress();
+            player.memories.clear();
+        }
     }
 
     /// What a checkpoint keeps of self-play beyond 0.28 (self-play.md §10.1): the state and

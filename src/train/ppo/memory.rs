@@ -4,6 +4,7 @@
 //! from, as the update needs).
 
 use super::networks::Critic;
+use crate::env::{DecisionSteps, TerminalSteps};
 use crate::train::trajectory::AgentKey;
 use std::collections::HashMap;
 use tch::Tensor;
@@ -32,6 +33,19 @@ impl AgentMemories {
             }
         }
         (Tensor::from_slice(&flat).reshape([1, agents.len() as i64, self.size as i64]), flat)
+    }
+
+    /// The memories for a step of one source of agents (a worker, or a team of it): the
+    /// agents whose episode ended in `terminals` are forgotten first (their next episode starts
+    /// from zeros), then each agent of `decisions` gets its memory. Returns the agents, in
+    /// `decisions` order, and their memories as [`Self::batch`] gives them.
+    pub fn for_decisions(&mut self, source: usize, decisions: &DecisionSteps, terminals: &TerminalSteps) -> (Vec<AgentKey>, (Tensor, Vec<f32>)) {
+        for id in &terminals.agent_id {
+            self.forget(&(source, *id));
+        }
+        let agents: Vec<AgentKey> = decisions.agent_id.iter().map(|id| (source, *id)).collect();
+        let batch = self.batch(&agents);
+        (agents, batch)
     }
 
     /// Stores the memories a network produced (`flat`: agent after agent).

@@ -141,6 +141,32 @@ struct RecentInput {
     memory: Vec<f32>,
 }
 
+/// One minibatch of the update, as tensors.
+struct Minibatch {
+    obs: Vec<Tensor>,
+    continuous: Tensor,
+    discrete: Tensor,
+    /// 1 = allowed (None without discrete actions).
+    masks: Option<Tensor>,
+    old_log_probs: Tensor,
+    /// `[rows, 1]`, broadcast over the action dimensions.
+    advantages: Tensor,
+    returns: Tensor,
+    /// Each sequence's starting actor and critic memories `[1, n_seq, m]` (recurrent networks).
+    memories: Option<Tensor>,
+    critic_memories: Option<Tensor>,
+    /// 1 for real rows, 0 for padding (recurrent networks; None: every row is real).
+    valid: Option<Tensor>,
+}
+
+/// The mean of `t` over real rows (0.28's `masked_mean`: padding rows count for nothing, in
+/// the numerator and the denominator); the plain mean without `valid`.
+fn masked_mean(t: &Tensor, valid: Option<&Tensor>) -> Tensor {
+    let Some(valid) = valid else { return t.mean(Kind::Float) };
+    let mask = if t.dim() == 2 { valid.unsqueeze(1).expand_as(t) } else { valid.shallow_clone() };
+    (t * &mask).sum(Kind::Float) / mask.sum(Kind::Float).clamp_min(1.0)
+}
+
 /// What one step of a source of agents completed.
 pub struct Ingested {
     /// The returns of the episodes that ended.
@@ -282,13 +308,13 @@ impl PpoTrainer {
     /// A recurrent actor reads each agent's memory (zeros for an agent whose episode ended in
     /// `terminals` of the same step, or that is new) and keeps what it produced.
     pub fn act(&mut self, source: usize, steps: &DecisionSteps, terminals: &TerminalSteps) -> Result<(ActionTuple, Vec<Decision>), TrainError> {
-        let agents: Vec<(usize, i32)> = steps.agent_id.iter().map(|id| (source, *id)).collect();
-        let memories = self.description.is_recurrent().then(|| {
-            for id in &terminals.agent_id {
-                self.actor_memories.forget(&(source, *id));
+        let (agents, memories) = match self.description.is_recurrent() {
+            true => {
+                let (agents, memories) = self.actor_memories.for_decisions(source, steps, terminals);
+                (agents, Some(memories))
             }
-            self.actor_memories.batch(&agents)
-        });
+            false => (steps.agent_id.iter().map(|id| (source, *id)).collect(), None),
+        };
         let Some(sampled) = sample_actions(&self.actor, &self.description, steps, memories.as_ref().map(|(t, f)| (t, f.as_slice()))) else {
             self.diverged = true;
             return Err(self.divergence("the policy's outputs became non-finite", self.learning_rate.value(self.step)));
@@ -448,65 +474,17 @@ impl PpoTrainer {
             r.advantage = a;
         }
         let (lr, beta, epsilon) = (self.learning_rate.value(self.step), self.beta.value(self.step), self.epsilon.value(self.step));
-        let sizes = self.description.observation_sizes();
-        let c = self.description.action_spec.continuous_size;
-        let nb = self.description.action_spec.discrete_size();
-        let total = self.description.action_spec.mask_len();
         let (mut policy_losses, mut value_losses) = (vec![], vec![]);
         // Whole sequences are shuffled; a minibatch is batch_size rounded down to whole
         // sequences, at least one (0.28's `_update_policy`). Without memory a sequence is a step.
         let l = self.sequence_length;
         let sequences_per_batch = (h.batch_size - h.batch_size % l).max(l) / l;
-        let m = self.description.memory_size as i64;
         let mut order: Vec<usize> = (0..self.buffer.len() / l).collect();
         for _ in 0..h.num_epoch {
             order.shuffle(&mut self.rng);
             for chunk in order.chunks_exact(sequences_per_batch) {
-                // Padding sits at the end of a sequence and counts for nothing, and the LSTM is
-                // causal: the steps after the longest real part of the minibatch's sequences
-                // cannot change the loss or its gradient, so they are not computed.
-                let real = |q: usize| self.buffer[q * l..(q + 1) * l].iter().rposition(|r| r.valid).map_or(1, |last| last + 1);
-                let kept = chunk.iter().map(|q| real(*q)).max().unwrap_or(l);
-                let rows: Vec<&Row> = chunk.iter().flat_map(|q| &self.buffer[q * l..q * l + kept]).collect();
-                let b = rows.len() as i64;
-                let starts: Vec<&Row> = rows.iter().step_by(kept).copied().collect();
-                let sequences = starts.len() as i64;
-                let recurrent = self.description.is_recurrent();
-                let memories = recurrent.then(|| rows_to_tensor(&starts, |r| &r.memory, m as usize).reshape([1, sequences, m]));
-                let critic_memories = recurrent.then(|| rows_to_tensor(&starts, |r| &r.critic_memory, m as usize).reshape([1, sequences, m]));
-                let valid: Vec<f32> = rows.iter().map(|r| if r.valid { 1.0 } else { 0.0 }).collect();
-                let valid = Tensor::from_slice(&valid);
-                // 0.28's masked mean: padding rows count for nothing, in numerator and denominator.
-                let mean = |t: &Tensor| -> Tensor {
-                    if !recurrent {
-                        return t.mean(Kind::Float);
-                    }
-                    let mask = if t.dim() == 2 { valid.unsqueeze(1).expand_as(t) } else { valid.shallow_clone() };
-                    (t * &mask).sum(Kind::Float) / mask.sum(Kind::Float).clamp_min(1.0)
-                };
-                let obs: Vec<Tensor> = sizes.iter().enumerate().map(|(i, s)| rows_to_tensor(&rows, |r| &r.obs[i], *s)).collect();
-                let continuous = rows_to_tensor(&rows, |r| &r.continuous, c);
-                let discrete_data: Vec<i64> = rows.iter().flat_map(|r| r.discrete.iter().copied()).collect();
-                let discrete = Tensor::from_slice(&discrete_data).reshape([b, nb as i64]);
-                let masks = rows_to_tensor(&rows, |r| &r.mask, total);
-                let old_log_probs = rows_to_tensor(&rows, |r| &r.log_probs, c + nb);
-                let adv: Vec<f32> = rows.iter().map(|r| r.advantage).collect();
-                let ret: Vec<f32> = rows.iter().map(|r| r.ret).collect();
-                let (adv, ret) = (Tensor::from_slice(&adv).unsqueeze(1), Tensor::from_slice(&ret));
-                // ML-Agents 0.28 stores the value estimates and the returns under one buffer
-                // key (`value_estimates_key` and `returns_key` are both `returns`), so the
-                // "old values" its value clipping reads are the returns: the clipped term
-                // never exceeds the plain one and the value loss is in effect (R - V)².
-                // Reproduced as written, since it sets how fast the critic learns.
-                let old_v = &ret;
-                let out = self.actor.forward(&obs, memories.as_ref(), (total > 0).then_some(&masks), Some((&continuous, &discrete)), false);
-                let ratio = (&out.log_probs - &old_log_probs).exp();
-                let surrogate = (&ratio * &adv).min_other(&(ratio.clamp(1.0 - epsilon, 1.0 + epsilon) * &adv));
-                let policy_loss = -mean(&surrogate);
-                let (v, _) = self.critic.forward(&obs, critic_memories.as_ref());
-                let v_clipped = old_v + (&v - old_v).clamp(-epsilon, epsilon);
-                let value_loss = mean(&(&ret - &v).pow_tensor_scalar(2).max_other(&(&ret - &v_clipped).pow_tensor_scalar(2)));
-                let loss: Tensor = &policy_loss + &value_loss * 0.5 - mean(&out.entropy) * beta;
+                let batch = self.minibatch(chunk);
+                let (loss, policy_loss, value_loss) = self.losses(&batch, beta, epsilon);
                 let (policy_value, value_value) = (policy_loss.double_value(&[]), value_loss.double_value(&[]));
                 if !(policy_value.is_finite() && value_value.is_finite() && loss.double_value(&[]).is_finite()) {
                     self.buffer.clear();
@@ -533,6 +511,61 @@ impl PpoTrainer {
         self.stats.add("Policy/Epsilon", epsilon as f32, StatsAggregation::Average);
         self.stats.add("Policy/Beta", beta as f32, StatsAggregation::Average);
         Ok(true)
+    }
+
+    /// The rows of the sequences `chunk` (indices of whole sequences in the buffer) as tensors.
+    /// Padding sits at the end of a sequence and counts for nothing, and the LSTM is causal:
+    /// the steps after the longest real part of the chunk's sequences cannot change the loss
+    /// or its gradient, so they are left out.
+    fn minibatch(&self, chunk: &[usize]) -> Minibatch {
+        let l = self.sequence_length;
+        let a = &self.description.action_spec;
+        let (c, nb, total) = (a.continuous_size, a.discrete_size(), a.mask_len());
+        let real = |q: usize| self.buffer[q * l..(q + 1) * l].iter().rposition(|r| r.valid).map_or(1, |last| last + 1);
+        let kept = chunk.iter().map(|q| real(*q)).max().unwrap_or(l);
+        let rows: Vec<&Row> = chunk.iter().flat_map(|q| &self.buffer[q * l..q * l + kept]).collect();
+        let starts: Vec<&Row> = rows.iter().step_by(kept).copied().collect();
+        let m = self.description.memory_size;
+        let recurrent = self.description.is_recurrent();
+        let start_memories = |get: fn(&Row) -> &[f32]| recurrent.then(|| rows_to_tensor(&starts, get, m).reshape([1, starts.len() as i64, m as i64]));
+        let valid: Vec<f32> = rows.iter().map(|r| if r.valid { 1.0 } else { 0.0 }).collect();
+        let discrete: Vec<i64> = rows.iter().flat_map(|r| r.discrete.iter().copied()).collect();
+        let advantages: Vec<f32> = rows.iter().map(|r| r.advantage).collect();
+        let returns: Vec<f32> = rows.iter().map(|r| r.ret).collect();
+        Minibatch {
+            obs: self.description.observation_sizes().iter().enumerate().map(|(i, s)| rows_to_tensor(&rows, |r| &r.obs[i], *s)).collect(),
+            continuous: rows_to_tensor(&rows, |r| &r.continuous, c),
+            discrete: Tensor::from_slice(&discrete).reshape([rows.len() as i64, nb as i64]),
+            masks: (total > 0).then(|| rows_to_tensor(&rows, |r| &r.mask, total)),
+            old_log_probs: rows_to_tensor(&rows, |r| &r.log_probs, c + nb),
+            advantages: Tensor::from_slice(&advantages).unsqueeze(1),
+            returns: Tensor::from_slice(&returns),
+            memories: start_memories(|r| &r.memory),
+            critic_memories: start_memories(|r| &r.critic_memory),
+            valid: recurrent.then(|| Tensor::from_slice(&valid)),
+        }
+    }
+
+    /// The PPO loss of a minibatch (clipped surrogate with ML-Agents' per-dimension ratio,
+    /// value loss, entropy bonus), and its policy and value parts.
+    fn losses(&self, batch: &Minibatch, beta: f64, epsilon: f64) -> (Tensor, Tensor, Tensor) {
+        let mean = |t: &Tensor| masked_mean(t, batch.valid.as_ref());
+        let out = self.actor.forward(&batch.obs, batch.memories.as_ref(), batch.masks.as_ref(), Some((&batch.continuous, &batch.discrete)), false);
+        let ratio = (&out.log_probs - &batch.old_log_probs).exp();
+        let adv = &batch.advantages;
+        let surrogate = (&ratio * adv).min_other(&(ratio.clamp(1.0 - epsilon, 1.0 + epsilon) * adv));
+        let policy_loss = -mean(&surrogate);
+        // ML-Agents 0.28 stores the value estimates and the returns under one buffer key
+        // (`value_estimates_key` and `returns_key` are both `returns`), so the "old values" its
+        // value clipping reads are the returns: the clipped term never exceeds the plain one
+        // and the value loss is in effect (R - V)². Reproduced as written, since it sets how
+        // fast the critic learns.
+        let (ret, old_v) = (&batch.returns, &batch.returns);
+        let (v, _) = self.critic.forward(&batch.obs, batch.critic_memories.as_ref());
+        let v_clipped = old_v + (&v - old_v).clamp(-epsilon, epsilon);
+        let value_loss = mean(&(ret - &v).pow_tensor_scalar(2).max_other(&(ret - &v_clipped).pow_tensor_scalar(2)));
+        let loss: Tensor = &policy_loss + &value_loss * 0.5 - mean(&out.entropy) * beta;
+        (loss, policy_loss, value_loss)
     }
 
     /// The error for a diverged update.
