@@ -29,12 +29,17 @@ fn inputs(policy: &Policy, batch: usize) -> NamedTensors {
 }
 
 /// The outputs deterministic play reads: the deterministic actions of model API 3, else
-/// `action` (the same names `benches/policy_latency_onnxruntime.py` asks for).
-fn action_outputs(policy: &Policy) -> Vec<&'static str> {
+/// `action`, and a recurrent model's memories (the same names
+/// `benches/policy_latency_onnxruntime.py` asks for).
+fn action_outputs(policy: &Policy) -> Vec<String> {
     let has = |name: &str| policy.outputs().iter().any(|o| o == name);
-    let deterministic: Vec<&'static str> =
-        [model::DETERMINISTIC_CONTINUOUS_ACTIONS, model::DETERMINISTIC_DISCRETE_ACTIONS].into_iter().filter(|n| has(n)).collect();
-    if deterministic.is_empty() { vec![model::ACTION] } else { deterministic }
+    let mut outputs: Vec<String> =
+        [model::DETERMINISTIC_CONTINUOUS_ACTIONS, model::DETERMINISTIC_DISCRETE_ACTIONS].into_iter().filter(|n| has(n)).map(String::from).collect();
+    if outputs.is_empty() {
+        outputs.push(model::ACTION.into());
+    }
+    outputs.extend(policy.interface().expect("the model's interface").memories.iter().map(|m| m.output.clone()));
+    outputs
 }
 
 fn main() {
@@ -47,7 +52,7 @@ fn main() {
     for model in models {
         let mut policy = Policy::load(&model, LoadOptions { deterministic: true, ..Default::default() }).expect("load");
         let outputs = action_outputs(&policy);
-        policy.keep_outputs(&outputs).expect("action outputs");
+        policy.keep_outputs(&outputs.iter().map(String::as_str).collect::<Vec<_>>()).expect("action outputs");
         for &batch in &batches {
             let feed = inputs(&policy, batch);
             let warm = Instant::now();

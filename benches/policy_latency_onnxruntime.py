@@ -1,6 +1,6 @@
 """Single-decision latency of an ONNX policy on onnxruntime (Python, 1 intra-op thread), the
 reference for benches/policy_latency.rs: the same inputs, the same outputs (the ones
-deterministic play reads), median, p10 and p90 after warm-up.
+deterministic play reads, and a recurrent model's memory), median, p10 and p90 after warm-up.
 Usage: python policy_latency_onnxruntime.py MODEL.onnx...   (BATCHES=1,12,64)"""
 import json
 import os
@@ -20,6 +20,7 @@ for path in sys.argv[1:]:
     session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     available = [o.name for o in session.get_outputs()]
     names = [n for n in ("deterministic_continuous_actions", "deterministic_discrete_actions") if n in available] or ["action"]
+    names += [n for n in ("recurrent_out",) if n in available]
     for batch in batches:
         feed = {}
         for i in session.get_inputs():

@@ -3,7 +3,8 @@
 # tract runner on the ONNX and the .nn file of the same network, and onnxruntime (one thread)
 # on the ONNX file, in the same run. Networks: the Unity-trained 3DBall, and the random-weight
 # networks of examples/bench_models.rs (3DBall-sized, Walker-sized 3 x 512, an 84 x 84 x 3
-# visual encoder). Prints the CPU, one JSON line per measurement, and the table with ratios.
+# visual encoder, a Hallway-sized recurrent one with its memory output). Prints the CPU, one
+# JSON line per measurement, and the table with ratios.
 # Usage: scripts/bench-policy.sh [MODELS_DIR]   (default ../shared/models; BATCHES=1,12,64)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ cargo run -q --release --example bench_models -- "$GENERATED"
 cargo bench --bench policy_latency --no-run -q
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $(grep -o -w 'avx[0-9a-z_]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 pairs=("$MODELS/onnx/3DBall.onnx $MODELS/nn/3DBall.nn")
-for name in mlp-small mlp-wide visual; do pairs+=("$GENERATED/$name.onnx $GENERATED/$name.nn"); done
+for name in mlp-small mlp-wide visual recurrent; do pairs+=("$GENERATED/$name.onnx $GENERATED/$name.nn"); done
 results="$GENERATED/results.jsonl"
 # The machines are shared and noisy: each case runs in ROUNDS rounds (engines interleaved) and
 # the table takes each case's lowest median.

@@ -119,7 +119,7 @@ fn recurrent_self_play_trains_both_teams() {
             "behaviors:\n  1D:\n    hyperparameters: {{batch_size: 64, buffer_size: 128, learning_rate: 1.0e-3, \
              learning_rate_schedule: constant, beta_schedule: linear, epsilon_schedule: linear}}\n    \
              network_settings: {{hidden_units: 32, num_layers: 1, memory: {{memory_size: 16, sequence_length: 16}}}}\n    \
-             max_steps: 4000\n    time_horizon: 64\n    summary_freq: 500\n    \
+             max_steps: 5000\n    time_horizon: 64\n    summary_freq: 500\n    \
              self_play: {{play_against_latest_model_ratio: 1.0, save_steps: 2000, swap_steps: 2000}}\n\
              env_settings: {{base_port: 0, seed: {seed}}}\n"
         )
