@@ -117,6 +117,48 @@ pub fn critic_by_sequence(critic: &Critic, observations: &[Tensor], steps: usize
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::{PolicyDescription, POLICY_FORMAT_VERSION};
+    use crate::spec::ActionSpec;
+    use tch::{nn, Device};
+
+    /// upstream test_ppo_get_value_estimates' shape: a 30-step trajectory in sequences of 16
+    /// (one full, 14 left over, unpadded): 30 values plus the bootstrap, each step given its
+    /// sequence's initial memory, and the values the same as one pass over the whole
+    /// trajectory (the memory carries across the sequences).
+    #[test]
+    fn the_critic_runs_a_trajectory_sequence_by_sequence() {
+        tch::manual_seed(3);
+        let description = PolicyDescription {
+            format_version: POLICY_FORMAT_VERSION,
+            observation_shapes: vec![vec![4]],
+            action_spec: ActionSpec::discrete(&[2]),
+            hidden_units: 8,
+            num_layers: 1,
+            normalize: false,
+            memory_size: 10,
+        };
+        let vs = nn::VarStore::new(Device::Cpu);
+        let critic = Critic::new(&(vs.root() / "critic"), &description);
+        let observations = vec![Tensor::randn([31, 4], (tch::Kind::Float, Device::Cpu))];
+        let initial: Vec<f32> = (0..10).map(|k| k as f32 / 20.0).collect();
+        let sequenced = critic_by_sequence(&critic, &observations, 30, 16, initial.clone());
+        assert_eq!(sequenced.values.len(), 31);
+        assert_eq!(sequenced.initial_memories.len(), 30 * 10);
+        let memory_of = |step: usize| &sequenced.initial_memories[step * 10..(step + 1) * 10];
+        assert!((0..16).all(|s| memory_of(s) == initial.as_slice()));
+        assert!((16..30).all(|s| memory_of(s) == memory_of(16)) && memory_of(16) != initial.as_slice());
+        let whole = tch::no_grad(|| {
+            let start = Tensor::from_slice(&initial).reshape([1, 1, 10]);
+            let (values, after) = critic.forward(&[observations[0].narrow(0, 0, 30)], Some(&start));
+            (Vec::<f32>::try_from(values).unwrap(), Vec::<f32>::try_from(after.unwrap().flatten(0, -1)).unwrap())
+        });
+        for (a, b) in sequenced.values[..30].iter().zip(&whole.0) {
+            assert!((a - b).abs() < 1e-6, "{a} vs {b}");
+        }
+        for (a, b) in sequenced.final_memory.iter().zip(&whole.1) {
+            assert!((a - b).abs() < 1e-6, "{a} vs {b}");
+        }
+    }
 
     #[test]
     fn unknown_agents_read_zeros_and_forgotten_agents_start_again() {
