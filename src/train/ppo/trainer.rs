@@ -333,8 +333,10 @@ impl PpoTrainer {
             if self.parity_agent.is_some_and(|(s, id)| s == source && terminals.agent_id.contains(&id)) {
                 self.parity_agent = None;
             }
-            let agent = *self.parity_agent.get_or_insert_with(|| agents.first().copied().unwrap_or((source, 0)));
-            agents.iter().position(|a| *a == agent).into_iter().collect()
+            if self.parity_agent.is_none() {
+                self.parity_agent = agents.first().copied();
+            }
+            self.parity_agent.and_then(|agent| agents.iter().position(|a| *a == agent)).into_iter().collect()
         } else {
             (0..steps.len().min(PARITY_ROWS)).collect()
         };
