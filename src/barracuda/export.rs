@@ -34,6 +34,14 @@ impl NnBuilder {
         name.into()
     }
 
+    /// Concatenation on the channel axis (Barracuda's axis 3).
+    fn concat(&mut self, name: &str, inputs: &[&str]) -> String {
+        let mut l = Layer::new(name, LayerType::Concat, inputs);
+        l.axis = 3;
+        self.layers.push(l);
+        name.into()
+    }
+
     fn activation(&mut self, name: &str, activation: Activation, input: &str) -> String {
         let mut l = Layer::new(name, LayerType::Activation, &[input]);
         l.activation = activation;
@@ -169,12 +177,7 @@ fn lstm_cell(b: &mut NnBuilder, x: &str, weights: &Weights) -> Result<(String, V
     use crate::policy::lstm::{Gate, LstmWeights};
     let lstm = LstmWeights::read(weights)?;
     let (hidden, input) = (lstm.hidden, lstm.input_size);
-    let joined = {
-        let mut concat = Layer::new("lstm/concat", LayerType::Concat, &[x, MEMORY_H_IN]);
-        concat.axis = 3;
-        b.layers.push(concat);
-        "lstm/concat".to_string()
-    };
+    let joined = b.concat("lstm/concat", &[x, MEMORY_H_IN]);
     let mut gate = |gate: Gate, label: &str, activation: Activation| -> Result<String, PolicyError> {
         let w = lstm.gate(gate);
         // torch [h, in] and [h, h] side by side as one [h, in + h] weight.
@@ -292,10 +295,7 @@ fn encodings(b: &mut NnBuilder, description: &PolicyDescription, weights: &Weigh
         encodings.remove(0)
     } else {
         let refs: Vec<&str> = encodings.iter().map(|e| e.as_str()).collect();
-        let mut concat = Layer::new("encodings/concat", LayerType::Concat, &refs);
-        concat.axis = 3;
-        b.layers.push(concat);
-        "encodings/concat".to_string()
+        b.concat("encodings/concat", &refs)
     })
 }
 
@@ -346,10 +346,8 @@ fn discrete_head(b: &mut NnBuilder, x: &str, weights: &Weights, discrete_branche
     if refs.len() == 1 {
         b.activation(model::ACTION, Activation::None, refs[0]);
     } else {
-        let mut concat = Layer::new("policy/concat", LayerType::Concat, &refs);
-        concat.axis = 3;
-        b.layers.push(concat);
-        b.activation(model::ACTION, Activation::None, "policy/concat");
+        let concat = b.concat("policy/concat", &refs);
+        b.activation(model::ACTION, Activation::None, &concat);
     }
     Ok(())
 }

@@ -53,6 +53,14 @@ pub struct ParityRecord {
     pub recurrent_out: Vec<f32>,
 }
 
+/// Whether row `row` of a recurrent record starts from its own recorded memory when the rows
+/// are replayed in order: the first row, and every row whose recorded memory is all zeros (an
+/// episode's first decision); every other row continues from the memory the row before left.
+/// The trainer writes records by this rule and `--parity` checks them by it.
+pub fn starts_sequence(row: usize, recorded_memory: &[f32]) -> bool {
+    row == 0 || recorded_memory.iter().all(|v| *v == 0.0)
+}
+
 /// The class a uniform draw `u` picks from probabilities `p` (normalised here): the number of
 /// cumulative probabilities below `u`, at most the last class. Exports sample the same way
 /// when their `Multinomial` is replaced for a parity check.

@@ -8,7 +8,7 @@
 use crate::spec::model::{self, ModelInput};
 use super::play::{argmax, split_branches, PlayError, PolicyDriver};
 use super::{LoadOptions, NamedTensors, Policy, TensorData, NOISE_INPUT, UNIFORM_INPUT};
-use crate::policy::parity::inverse_cdf;
+use crate::policy::parity::{inverse_cdf, starts_sequence};
 use crate::env::{DecisionSteps, ObservationBatch};
 use crate::policy::parity::ParityRecord;
 use crate::spec::{BehaviorSpec, ObservationSpec};
@@ -267,7 +267,7 @@ fn check_carried(driver: &mut PolicyDriver, record: &ParityRecord, steps: &Decis
     let (mut memories, mut continuous, mut discrete) = (vec![], vec![], vec![]);
     for r in 0..n {
         let recorded_in = &record.recurrent_in[r * m..(r + 1) * m];
-        if r == 0 || recorded_in.iter().all(|v| *v == 0.0) {
+        if starts_sequence(r, recorded_in) {
             memory = recorded_in.to_vec();
         }
         driver.set_memory(record_agent(r), memory.clone());

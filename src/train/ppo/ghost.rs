@@ -5,7 +5,7 @@
 
 use super::memory::AgentMemories;
 use super::networks::{actor_weights, load_variables, Actor};
-use super::trainer::{sample_actions, PpoTrainer};
+use super::trainer::{sample_with_memories, PpoTrainer};
 use crate::env::{ActionTuple, DecisionSteps, TerminalSteps};
 use crate::policy::{PolicyDescription, Weights};
 use crate::train::error::TrainError;
@@ -75,13 +75,8 @@ impl Ghost {
     /// the ghost's episode lengths and entropy are not mixed into the behavior's statistics.
     pub fn act(&mut self, team: i32, source: usize, decisions: &DecisionSteps, terminals: &TerminalSteps) -> Result<(ActionTuple, Vec<f32>), TrainError> {
         let player = self.players.get_mut(&team).ok_or_else(|| TrainError::Mismatch(format!("{}: team {team} has no playing copy", self.behavior)))?;
-        let recurrent = self.description.is_recurrent().then(|| player.memories.for_decisions(source, decisions, terminals));
-        let memories = recurrent.as_ref().map(|(_, (t, flat))| (t, flat.as_slice()));
-        let sampled = sample_actions(&player.actor, &self.description, decisions, memories)
+        let sampled = sample_with_memories(&player.actor, &self.description, &mut player.memories, source, decisions, terminals)
             .ok_or_else(|| TrainError::Mismatch(format!("{}: the opponent of team {team} produced non-finite actions (a diverged snapshot)", self.behavior)))?;
-        if let Some((agents, _)) = &recurrent {
-            player.memories.store(agents, &sampled.memories);
-        }
         let (trajectories, episodes) = player.processor.add_steps(source, decisions, terminals, sampled.decisions);
         self.state.ghost_step += trajectories.iter().map(|t| t.steps.len() as u64).sum::<u64>();
         Ok((sampled.actions, episodes.iter().map(|e| e.cumulative_reward).collect()))

@@ -167,18 +167,17 @@ impl Body {
     /// being `n_seq` sequences of equal length), the memories after each sequence.
     fn forward(&self, observations: &[Tensor], memories: Option<&Tensor>) -> (Tensor, Option<Tensor>) {
         let h = self.mlp(observations);
-        match (&self.lstm, memories) {
-            (Some(lstm), Some(m)) => {
-                let (out, memories) = lstm.forward(&h, m);
-                (out, Some(memories))
+        let Some(lstm) = &self.lstm else { return (h, None) };
+        let zeros;
+        let start = match memories {
+            Some(m) => m,
+            None => {
+                zeros = Tensor::zeros([1, h.size()[0], 2 * lstm.hidden], (Kind::Float, h.device()));
+                &zeros
             }
-            (Some(lstm), None) => {
-                let zeros = Tensor::zeros([1, h.size()[0], 2 * lstm.hidden], (Kind::Float, h.device()));
-                let (out, memories) = lstm.forward(&h, &zeros);
-                (out, Some(memories))
-            }
-            (None, _) => (h, None),
-        }
+        };
+        let (out, after) = lstm.forward(&h, start);
+        (out, Some(after))
     }
 
     fn mlp(&self, observations: &[Tensor]) -> Tensor {

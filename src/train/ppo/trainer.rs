@@ -190,7 +190,7 @@ pub struct Sampled {
 /// Samples actions from `actor` for every agent of `steps` (a recurrent actor from
 /// `memories`, `[1, n, m]` with `flat` the same values; each decision records the memory it
 /// consumed); None when the outputs are not finite (a diverged network).
-pub fn sample_actions(actor: &Actor, description: &PolicyDescription, steps: &DecisionSteps, memories: Option<(&Tensor, &[f32])>) -> Option<Sampled> {
+fn sample_actions(actor: &Actor, description: &PolicyDescription, steps: &DecisionSteps, memories: Option<(&Tensor, &[f32])>) -> Option<Sampled> {
     let n = steps.len();
     if n == 0 {
         return Some(Sampled { actions: ActionTuple::zeros(&description.action_spec, 0), decisions: vec![], entropy: vec![], memories: vec![] });
@@ -225,6 +225,26 @@ pub fn sample_actions(actor: &Actor, description: &PolicyDescription, steps: &De
         discrete: discrete.iter().map(|d| *d as i32).collect(),
     };
     Some(Sampled { actions, decisions, entropy, memories: memories_out })
+}
+
+/// [`sample_actions`] for one step of a source of agents (a worker, or one team of it): a
+/// recurrent actor reads each agent's memory from `memories` (the agents whose episode ended
+/// in `terminals` are forgotten first) and keeps there what it produced.
+pub fn sample_with_memories(
+    actor: &Actor,
+    description: &PolicyDescription,
+    memories: &mut AgentMemories,
+    source: usize,
+    steps: &DecisionSteps,
+    terminals: &TerminalSteps,
+) -> Option<Sampled> {
+    if !description.is_recurrent() {
+        return sample_actions(actor, description, steps, None);
+    }
+    let (agents, (tensor, flat)) = memories.for_decisions(source, steps, terminals);
+    let sampled = sample_actions(actor, description, steps, Some((&tensor, &flat)))?;
+    memories.store(&agents, &sampled.memories);
+    Some(sampled)
 }
 
 impl PpoTrainer {
@@ -308,35 +328,25 @@ impl PpoTrainer {
     /// A recurrent actor reads each agent's memory (zeros for an agent whose episode ended in
     /// `terminals` of the same step, or that is new) and keeps what it produced.
     pub fn act(&mut self, source: usize, steps: &DecisionSteps, terminals: &TerminalSteps) -> Result<(ActionTuple, Vec<Decision>), TrainError> {
-        let (agents, memories) = match self.description.is_recurrent() {
-            true => {
-                let (agents, memories) = self.actor_memories.for_decisions(source, steps, terminals);
-                (agents, Some(memories))
-            }
-            false => (steps.agent_id.iter().map(|id| (source, *id)).collect(), None),
-        };
-        let Some(sampled) = sample_actions(&self.actor, &self.description, steps, memories.as_ref().map(|(t, f)| (t, f.as_slice()))) else {
+        let Some(sampled) = sample_with_memories(&self.actor, &self.description, &mut self.actor_memories, source, steps, terminals) else {
             self.diverged = true;
             return Err(self.divergence("the policy's outputs became non-finite", self.learning_rate.value(self.step)));
         };
         for e in sampled.entropy {
             self.stats.add("Policy/Entropy", e, StatsAggregation::Average);
         }
-        if memories.is_some() {
-            self.actor_memories.store(&agents, &sampled.memories);
-        }
         let total = self.description.action_spec.mask_len();
         let mask_values = if total > 0 { steps.allowed_actions() } else { vec![] };
         let m = self.description.memory_size;
         // A recurrent network's record follows one agent, so its rows are sequences.
-        let recorded: Vec<usize> = if memories.is_some() {
+        let recorded: Vec<usize> = if self.description.is_recurrent() {
             if self.parity_agent.is_some_and(|(s, id)| s == source && terminals.agent_id.contains(&id)) {
                 self.parity_agent = None;
             }
             if self.parity_agent.is_none() {
-                self.parity_agent = agents.first().copied();
+                self.parity_agent = steps.agent_id.first().map(|id| (source, *id));
             }
-            self.parity_agent.and_then(|agent| agents.iter().position(|a| *a == agent)).into_iter().collect()
+            self.parity_agent.and_then(|(s, id)| steps.agent_id.iter().position(|a| s == source && *a == id)).into_iter().collect()
         } else {
             (0..steps.len().min(PARITY_ROWS)).collect()
         };
@@ -717,7 +727,7 @@ impl PpoTrainer {
         let mut carried = Vec::with_capacity(self.recent_inputs.len() * m);
         let mut memory = vec![0.0f32; m];
         for (r, recent) in self.recent_inputs.iter().enumerate() {
-            if r == 0 || recent.memory.iter().all(|v| *v == 0.0) {
+            if crate::policy::parity::starts_sequence(r, &recent.memory) {
                 memory = recent.memory.clone();
             }
             carried.extend_from_slice(&memory);
