@@ -117,6 +117,14 @@ impl Lstm {
     /// after each sequence `[1, n_seq, 2 * hidden]`.
     fn forward(&self, x: &Tensor, memories: &Tensor) -> (Tensor, Tensor) {
         let sequences = memories.size()[1];
+        if x.size()[0] == sequences {
+            // One step per sequence (acting): torch's cell is a few small operations, where
+            // the sequence kernel (oneDNN) prepares a plan on every call.
+            let m = memories.squeeze_dim(0);
+            let start = [m.narrow(1, 0, self.hidden), m.narrow(1, self.hidden, self.hidden)];
+            let (h, c) = Tensor::lstm_cell(x, &start, &self.weight_ih, &self.weight_hh, Some(self.bias_ih.shallow_clone()), Some(self.bias_hh.shallow_clone()));
+            return (h.shallow_clone(), Tensor::cat(&[h, c], 1).unsqueeze(0));
+        }
         let input = x.reshape([sequences, -1, x.size()[1]]);
         let h0 = memories.narrow(2, 0, self.hidden).contiguous();
         let c0 = memories.narrow(2, self.hidden, self.hidden).contiguous();

@@ -502,9 +502,9 @@ impl PpoTrainer {
                     self.buffer.clear();
                     return Err(self.divergence(&format!("the loss became non-finite (policy loss {policy_value}, value loss {value_value})"), lr));
                 }
-                self.adam.zero_grad(&self.vs);
+                self.adam.zero_grad();
                 loss.backward();
-                self.adam.step(&self.vs, lr);
+                self.adam.step(lr);
                 policy_losses.push(policy_value.abs() as f32);
                 value_losses.push(value_value as f32);
             }
