@@ -21,10 +21,12 @@
 //! - [`train`]: configuration, PPO (feature `train`), the run folder and run logs.
 //! - [`export`]: checkpoints to ONNX / `.nn` / parity records, without libtorch.
 //! - [`run`]: the tract runner for `.onnx` and `.nn` policies.
+//! - [`compat`]: will a model load in Unity: checks against each Unity package release.
 
 pub mod barracuda;
 pub mod checkpoint;
 pub mod comm;
+pub mod compat;
 pub mod export;
 pub mod onnx;
 pub mod policy;

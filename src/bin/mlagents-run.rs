@@ -22,6 +22,11 @@
 //! - `mlagents-run check MODEL --env ENV [--behavior NAME]`: validates the model against the
 //!   environment's behavior specs as Unity's model checker does, listing every violation
 //!   (exit status 1 when there is any).
+//!   `--target PACKAGE@VERSION` (repeatable; `ml-agents@2.0.1`, `barracuda@1.0.4`,
+//!   `sentis@2.1.0`, `inference-engine@2.2.1`, or `all`), with or without `--env`: checks
+//!   the file against what each Unity package release imports and demands, offline; each
+//!   finding has its rule id, severity, what to do and Unity's own message (exit status 1
+//!   when a target has an error).
 //!
 //! - `mlagents-run compare A B (--parity FILE | --env ENV [--decisions N])`: runs two models
 //!   (e.g. an `.onnx` and an `.nn`) deterministically on the same decisions, fed as Unity feeds
@@ -61,11 +66,24 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Validates the model against an environment's behavior specs, as Unity does.
+    /// Validates the model against an environment's behavior specs, as Unity does (--env),
+    /// and against what Unity package releases import (--target).
     Check {
         model: PathBuf,
-        #[command(flatten)]
-        env: EnvArgs,
+        /// A Unity build, `sim:SCENE`, or `editor`.
+        #[arg(long)]
+        env: Option<String>,
+        /// The behavior (default: every behavior of the environment).
+        #[arg(long, requires = "env")]
+        behavior: Option<String>,
+        #[arg(long, requires = "env")]
+        base_port: Option<u16>,
+        #[arg(long, default_value_t = 60, requires = "env")]
+        timeout_wait: u64,
+        /// PACKAGE@VERSION (ml-agents@2.0.1, barracuda@1.0.4, sentis@2.1.0,
+        /// inference-engine@2.2.1) or `all` (one release per ML-Agents bucket); repeatable.
+        #[arg(long = "target", required_unless_present = "env")]
+        targets: Vec<String>,
         #[arg(long)]
         json: bool,
     },
@@ -170,7 +188,19 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Eval { model, inputs, deterministic, seed, json } => {
             print(&session::eval(&model, &inputs, LoadOptions { deterministic, seed, ..Default::default() })?, json)
         }
-        Command::Check { model, env, json } => print(&session::check_model(&model, &env.target())?, json),
+        Command::Check { model, env, behavior, base_port, timeout_wait, targets, json } => {
+            let targets = mlagents::compat::resolve_targets(&targets).map_err(anyhow::Error::msg)?;
+            let compatibility = if targets.is_empty() { None } else { Some(mlagents::compat::check_file(&model, &targets).map_err(anyhow::Error::msg)?) };
+            let environment = match env {
+                Some(env) => Some(session::check_model(&model, &EnvTarget { env, behavior, base_port, timeout_wait: std::time::Duration::from_secs(timeout_wait) })?),
+                None => None,
+            };
+            match (compatibility, environment) {
+                (Some(compatibility), None) => print(&compatibility, json),
+                (None, Some(environment)) => print(&environment, json),
+                (compatibility, environment) => print(&session::CheckOutput { compatibility, environment }, json),
+            }
+        }
         Command::Compare { first, second, parity, env, behavior, decisions, tolerance, json } => {
             let decisions = match (&parity, env) {
                 (Some(record), _) => Decisions::Recorded(record),

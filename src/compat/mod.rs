@@ -1,0 +1,139 @@
+//! Will it run in Unity? An offline check of a model file against the Unity packages that
+//! would load it (unity-import.md): the file's format and `.nn` version, the ONNX operators
+//! and opsets each importer takes, and what each com.unity.ml-agents release demands of the
+//! metadata, names and element types, with Unity's own messages where it prints one.
+//!
+//! - [`version`]: package versions and their order.
+//! - [`targets`]: the per-release facts as data tables (buckets, `.nn` versions, op sets).
+//! - [`facts`]: what the rules read from a model file.
+//! - [`rules`]: the rules, one function per group.
+//! - [`attributes`]: the operator rules that read attributes (Barracuda's silent changes).
+//! - [`probe`]: the run Sentis-era ML-Agents makes at load (rule M12), on tract.
+
+pub mod attributes;
+pub mod facts;
+pub mod probe;
+pub mod rules;
+pub mod targets;
+pub mod version;
+
+use crate::run::ModelFormat;
+use serde::Serialize;
+pub use targets::{all_targets, parse_target, Target};
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+/// One broken rule.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// The rule (unity-import.md §5.2: F1, N1, O1, P1, M1, ...).
+    pub id: &'static str,
+    pub severity: Severity,
+    /// What is wrong and what to do.
+    pub message: String,
+    /// What Unity prints for it, word for word, where it prints something.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unity_message: Option<String>,
+}
+
+/// The findings for one target.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TargetReport {
+    pub target: String,
+    /// `ok`, `warning` or `error`: the worst finding.
+    pub verdict: &'static str,
+    pub findings: Vec<Finding>,
+}
+
+/// `check --target`: a model against every target asked for.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompatibilityReport {
+    pub model: String,
+    /// `onnx` or `nn`, from the content.
+    pub format: &'static str,
+    pub targets: Vec<TargetReport>,
+}
+
+impl CompatibilityReport {
+    /// Whether no target has an error.
+    pub fn passed(&self) -> bool {
+        self.targets.iter().all(|t| t.verdict != "error")
+    }
+
+    /// The report for people: one block per target.
+    pub fn text(&self) -> String {
+        let mut text = format!("{} ({})\n", self.model, self.format);
+        for t in &self.targets {
+            text.push_str(&format!("  {}: {}\n", t.target, t.verdict));
+            for f in &t.findings {
+                text.push_str(&format!("    {} {:?}: {}\n", f.id, f.severity, f.message));
+                if let Some(unity) = &f.unity_message {
+                    text.push_str(&format!("       Unity: {}\n", unity.replace('\n', "\n              ")));
+                }
+            }
+        }
+        text
+    }
+}
+
+/// Expands the `--target` arguments (`all` is one release per ML-Agents bucket); an unknown
+/// target is an error that lists the known ones.
+pub fn resolve_targets(names: &[String]) -> Result<Vec<Target>, String> {
+    let mut targets = vec![];
+    for name in names {
+        if name.eq_ignore_ascii_case("all") {
+            targets.extend(all_targets());
+        } else {
+            targets.push(parse_target(name)?);
+        }
+    }
+    Ok(targets)
+}
+
+/// Checks the bytes of the model file `label` (its name only says what Unity would take it
+/// for) against each target. An error when the content is no readable model at all.
+pub fn check_bytes(bytes: &[u8], label: &str, targets: &[Target]) -> Result<CompatibilityReport, String> {
+    if bytes.is_empty() {
+        return Err(format!("{label}: the file is empty"));
+    }
+    let named = ModelFormat::of_name(std::path::Path::new(label));
+    let format = ModelFormat::of_content(bytes).unwrap_or(named);
+    let model_facts = facts::read(bytes, format).map_err(|e| format!("{label}: {e}"))?;
+    let container = rules::Container { format, named, leading_int64: bytes.get(..8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))) };
+    // The probe run is the same for every target that makes it: run once.
+    let mut probe_findings: Option<Vec<Finding>> = None;
+    let mut reports = vec![];
+    for target in targets {
+        let mut findings = vec![];
+        rules::container(&container, &model_facts, target, &mut findings);
+        rules::operators(&model_facts, target, &mut findings);
+        rules::opsets(&model_facts, target, &mut findings);
+        attributes::barracuda_attributes(&model_facts, target, &mut findings);
+        if let Some((_, bucket)) = &target.ml_agents {
+            rules::ml_agents(&model_facts, *bucket, &mut findings);
+            if *bucket >= targets::MlAgentsBucket::M7 && format == ModelFormat::Onnx {
+                findings.extend(probe_findings.get_or_insert_with(|| probe::probe(bytes, label, &model_facts)).iter().cloned());
+            }
+        }
+        let verdict = match findings.iter().map(|f| f.severity).max() {
+            Some(Severity::Error) => "error",
+            Some(Severity::Warning) => "warning",
+            _ => "ok",
+        };
+        reports.push(TargetReport { target: target.to_string(), verdict, findings });
+    }
+    Ok(CompatibilityReport { model: label.to_string(), format: if format == ModelFormat::Nn { "nn" } else { "onnx" }, targets: reports })
+}
+
+/// [`check_bytes`] on a file.
+pub fn check_file(path: &std::path::Path, targets: &[Target]) -> Result<CompatibilityReport, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    check_bytes(&bytes, &path.display().to_string(), targets)
+}
