@@ -191,3 +191,27 @@ fn every_fixture_gets_its_rule_and_unity_text() {
     }
     assert!(rows >= 14, "{rows} fixtures");
 }
+
+/// Our `--onnx-api 2` exports load in every Barracuda-era com.unity.ml-agents bucket: the
+/// golden checkpoints exported at model API 2 (the exporter takes vector observations and one
+/// action kind without memory there: the continuous and discrete cases), checked against `all`.
+#[test]
+fn our_api_2_exports_pass_the_1x_buckets() {
+    use mlagents::onnx::export::{to_onnx_api_bytes, OnnxApi};
+    let buckets = bucket_names();
+    let mut checked = 0;
+    for (case, behavior) in GOLDEN_CASES {
+        let checkpoint = mlagents::checkpoint::latest(&golden_case_dir(case).join("run").join(behavior), behavior).unwrap();
+        let policy = &checkpoint.description.policy;
+        let Ok(bytes) = to_onnx_api_bytes(policy, &checkpoint.actor_weights().unwrap(), OnnxApi::V2) else {
+            assert!(!["continuous", "discrete-masked"].contains(&case), "{case} exports at model API 2");
+            continue;
+        };
+        checked += 1;
+        let report = check_bytes(&bytes, &format!("{case}-api2.onnx"), &all()).unwrap();
+        for (bucket, target) in buckets.iter().zip(&report.targets).filter(|(b, _)| b.as_str() < "M6") {
+            assert_ne!(target.verdict, "error", "{case} API 2 in {bucket}:\n{}", report.text());
+        }
+    }
+    assert_eq!(checked, 2);
+}
