@@ -215,3 +215,32 @@ fn our_api_2_exports_pass_the_1x_buckets() {
     }
     assert_eq!(checked, 2);
 }
+
+/// The command line: `--json` in the shape, exit status 1 when a target has an
+/// error and 0 otherwise, `--env` combined (live behavior checks beside the offline ones),
+/// and an unknown target refused with the known ones listed.
+#[test]
+fn the_command_line_reports_and_exits_as_documented() {
+    let run = |args: &[&str]| std::process::Command::new(env!("CARGO_BIN_EXE_mlagents-run")).args(args).output().unwrap();
+    let models = models_dir();
+    let nn = models.join("nn/3DBall.nn");
+    let out = run(&["check", nn.to_str().unwrap(), "--target", "ml-agents@1.0.6", "--target", "ml-agents@3.0.0", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["format"], "nn");
+    assert_eq!(json["targets"][0]["verdict"], "ok");
+    assert_eq!(json["targets"][1]["verdict"], "error");
+    assert_eq!(json["targets"][1]["findings"][0]["id"], "F2");
+    assert!(json["targets"][1]["findings"][0]["severity"] == "error" && json["targets"][1]["findings"][0]["message"].is_string());
+
+    let onnx = models.join("onnx/3DBall.onnx");
+    let out = run(&["check", onnx.to_str().unwrap(), "--target", "ml-agents@4.0.0", "--env", "sim:3DBall", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["targets"][0]["verdict"], "ok");
+    assert_eq!(json["environment"]["checks"][0]["violations"], serde_json::json!([]));
+
+    let out = run(&["check", onnx.to_str().unwrap(), "--target", "sentis@7.0.0"]);
+    assert!(!out.status.success() && out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("sentis 1.0 to 2.1.x"));
+}

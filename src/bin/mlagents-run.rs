@@ -198,7 +198,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             match (compatibility, environment) {
                 (Some(compatibility), None) => print(&compatibility, json),
                 (None, Some(environment)) => print(&environment, json),
-                (compatibility, environment) => print(&session::CheckOutput { compatibility, environment }, json),
+                (compatibility, environment) => print(&mlagents::compat::CheckOutput { compatibility, environment }, json),
             }
         }
         Command::Compare { first, second, parity, env, behavior, decisions, tolerance, json } => {

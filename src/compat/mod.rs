@@ -17,6 +17,7 @@ pub mod rules;
 pub mod targets;
 pub mod version;
 
+use crate::run::session::{CheckReport, Report};
 use crate::run::ModelFormat;
 use serde::Serialize;
 pub use targets::{all_targets, parse_target, Target};
@@ -80,6 +81,37 @@ impl CompatibilityReport {
             }
         }
         text
+    }
+}
+
+/// `check`: the offline checks against Unity package releases (`--target`) and the checks
+/// against a live environment's behavior specs (`--env`), whichever were asked for.
+#[derive(Debug, Serialize)]
+pub struct CheckOutput {
+    #[serde(flatten)]
+    pub compatibility: Option<CompatibilityReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<CheckReport>,
+}
+
+impl Report for CheckOutput {
+    fn text(&self) -> String {
+        let compatibility = self.compatibility.as_ref().map(|c| c.text()).unwrap_or_default();
+        compatibility + &self.environment.as_ref().map(|e| e.text()).unwrap_or_default()
+    }
+
+    fn passed(&self) -> bool {
+        self.compatibility.as_ref().is_none_or(|c| c.passed()) && self.environment.as_ref().is_none_or(|e| e.passed())
+    }
+}
+
+impl Report for CompatibilityReport {
+    fn text(&self) -> String {
+        CompatibilityReport::text(self)
+    }
+
+    fn passed(&self) -> bool {
+        CompatibilityReport::passed(self)
     }
 }
 

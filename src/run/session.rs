@@ -104,37 +104,6 @@ pub struct CheckReport {
     pub checks: Vec<BehaviorCheck>,
 }
 
-/// `check`: the offline checks against Unity package releases (`--target`) and the checks
-/// against a live environment's behavior specs (`--env`), whichever were asked for.
-#[derive(Debug, Serialize)]
-pub struct CheckOutput {
-    #[serde(flatten)]
-    pub compatibility: Option<crate::compat::CompatibilityReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub environment: Option<CheckReport>,
-}
-
-impl Report for CheckOutput {
-    fn text(&self) -> String {
-        let compatibility = self.compatibility.as_ref().map(|c| c.text()).unwrap_or_default();
-        compatibility + &self.environment.as_ref().map(|e| e.text()).unwrap_or_default()
-    }
-
-    fn passed(&self) -> bool {
-        self.compatibility.as_ref().is_none_or(|c| c.passed()) && self.environment.as_ref().is_none_or(|e| e.passed())
-    }
-}
-
-impl Report for crate::compat::CompatibilityReport {
-    fn text(&self) -> String {
-        crate::compat::CompatibilityReport::text(self)
-    }
-
-    fn passed(&self) -> bool {
-        crate::compat::CompatibilityReport::passed(self)
-    }
-}
-
 /// Unity's model checks against one behavior.
 #[derive(Debug, Serialize)]
 pub struct BehaviorCheck {
