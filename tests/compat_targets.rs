@@ -244,3 +244,21 @@ fn the_command_line_reports_and_exits_as_documented() {
     assert!(!out.status.success() && out.stdout.is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).contains("sentis 1.0 to 2.1.x"));
 }
+
+/// Rule N3: a `.nn` layer or activation a Barracuda release declares but does not run is
+/// reported with Unity's runtime text (Squeeze in every release; Softplus before 1.1).
+#[test]
+fn nn_layers_barracuda_does_not_run_are_reported() {
+    use mlagents::barracuda::{read, write, Activation, LayerType};
+    let mut model = read(&std::fs::read(golden_case_dir("continuous").join("run/3DBall.nn")).unwrap()).unwrap();
+    let dense = model.layers.iter().position(|l| l.layer_type == LayerType::Dense).unwrap();
+    model.layers[dense].activation = Activation::Softplus;
+    let other = model.layers.iter().position(|l| l.layer_type != LayerType::Load && l.layer_type != LayerType::Dense).unwrap();
+    model.layers[other].layer_type = LayerType::Squeeze;
+    let report = check_bytes(&write(&model), "mutated.nn", &resolve_targets(&["ml-agents@1.0.6".into(), "ml-agents@2.0.1".into()]).unwrap()).unwrap();
+    let n3 = |t: usize| -> Vec<String> { report.targets[t].findings.iter().filter(|f| f.id == "N3").map(|f| f.unity_message.clone().unwrap()).collect() };
+    let mut in_1_0 = n3(0);
+    in_1_0.sort();
+    assert_eq!(in_1_0, vec!["Squeeze operations are not implemented yet!".to_string(), "This activation function is not implemented yet!".to_string()], "{}", report.text());
+    assert_eq!(n3(1), vec!["Squeeze operations are not implemented yet!".to_string()], "{}", report.text());
+}

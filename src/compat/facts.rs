@@ -82,6 +82,8 @@ pub struct Operation {
     pub inputs: Vec<String>,
     /// ONNX attributes by name (`.nn`: none).
     pub attributes: BTreeMap<String, Attribute>,
+    /// A `.nn` layer's fused activation (None: none, and for ONNX nodes).
+    pub activation: Option<String>,
 }
 
 impl Operation {
@@ -163,7 +165,14 @@ fn nn_facts(model: &NnModel) -> ModelFacts {
         operations: model
             .layers
             .iter()
-            .map(|l| Operation { name: l.name.clone(), op_type: format!("{:?}", l.layer_type), domain: String::new(), inputs: l.inputs.clone(), attributes: BTreeMap::new() })
+            .map(|l| Operation {
+                name: l.name.clone(),
+                op_type: format!("{:?}", l.layer_type),
+                domain: String::new(),
+                inputs: l.inputs.clone(),
+                attributes: BTreeMap::new(),
+                activation: (l.activation != barracuda::Activation::None).then(|| format!("{:?}", l.activation)),
+            })
             .collect(),
         inputs: model.inputs.iter().map(|i| (i.name.clone(), FLOAT)).collect(),
         outputs: model.outputs.iter().map(|o| (o.clone(), FLOAT)).collect(),
@@ -277,5 +286,5 @@ fn operation(node: &tract_onnx::pb::NodeProto) -> Operation {
             (a.name.clone(), value)
         })
         .collect();
-    Operation { name: node.name.clone(), op_type: node.op_type.clone(), domain: node.domain.clone(), inputs: node.input.clone(), attributes }
+    Operation { name: node.name.clone(), op_type: node.op_type.clone(), domain: node.domain.clone(), inputs: node.input.clone(), attributes, activation: None }
 }

@@ -145,6 +145,7 @@ pub fn check_bytes(bytes: &[u8], label: &str, targets: &[Target]) -> Result<Comp
     for target in targets {
         let mut findings = vec![];
         rules::container(&container, &model_facts, target, &mut findings);
+        rules::nn_layers(&model_facts, target, &mut findings);
         rules::operators(&model_facts, target, &mut findings);
         rules::opsets(&model_facts, target, &mut findings);
         attributes::barracuda_attributes(&model_facts, target, &mut findings);

@@ -3,7 +3,7 @@
 //! carries Unity's text so that a user can match what the Editor showed.
 
 use super::facts::{element_type_name, MadeBy, ModelFacts, FLOAT, INT32, INT64};
-use super::targets::{accepted_nn_versions, imports_op, EngineBucket, EnginePackage, MlAgentsBucket, Target};
+use super::targets::{accepted_nn_versions, imports_op, runs_nn_layer, EngineBucket, EnginePackage, MlAgentsBucket, Target};
 use super::{Finding, Severity};
 use crate::run::ModelFormat;
 use crate::spec::model as names;
@@ -69,6 +69,33 @@ pub fn container(c: &Container, facts: &ModelFacts, target: &Target, out: &mut V
                 Severity::Error,
                 format!("barracuda {} reads .nn format versions {accepted:?}, this file is version {version}: write version 16, which every Barracuda reads", target.engine.version),
                 Some(format!("NotSupportedException: Format version not supported: {version}")),
+            ));
+        }
+    }
+}
+
+/// N3: every `.nn` layer type and fused activation must be one the Barracuda release runs
+/// (its loader takes any code; an unimplemented one fails when the model runs).
+pub fn nn_layers(facts: &ModelFacts, target: &Target, out: &mut Vec<Finding>) {
+    if facts.format != ModelFormat::Nn {
+        return;
+    }
+    for layer in &facts.operations {
+        let Some((layer_runs, activation_runs)) = runs_nn_layer(&target.engine, &layer.op_type, layer.activation.as_deref()) else { return };
+        if !layer_runs {
+            out.push(finding(
+                "N3",
+                Severity::Error,
+                format!("layer {:?} is a {} layer, which barracuda {} declares but does not run: export the network without it", layer.name, layer.op_type, target.engine.version),
+                Some(format!("{} operations are not implemented yet!", layer.op_type)),
+            ));
+        }
+        if !activation_runs {
+            out.push(finding(
+                "N3",
+                Severity::Error,
+                format!("layer {:?} uses the activation {}, which barracuda {} does not run: use another activation or a newer Barracuda", layer.name, layer.activation.as_deref().unwrap_or_default(), target.engine.version),
+                Some("This activation function is not implemented yet!".into()),
             ));
         }
     }

@@ -174,6 +174,28 @@ const ENGINE_ENDS: &[(EnginePackage, &str)] =
 const NN_VERSIONS: &[(&str, &[i64])] =
     &[("0.0.0", &[16]), ("1.1.0-0", &[17, 16]), ("2.0.0-0", &[18, 16]), ("2.2.0-0", &[19, 16, 18]), ("2.3.0-0", &[20, 16, 18])];
 
+/// `.nn` layer types that every Barracuda release declares but does not run (`// TODO: NOT
+/// IMPLEMENTED` in `Model.cs` up to 3.0), then those 1.0.x and older do not run either
+/// (unity-import.md §1.3). Names as Barracuda's `Layer.Type` (and [`crate::barracuda::LayerType`]).
+const NN_LAYERS_NEVER_RUN: &str = "Conv3DTrans MaxPool3D AvgPool3D GlobalMaxPool3D GlobalAvgPool3D ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare Pad Squeeze Unsqueeze";
+const NN_LAYERS_NOT_RUN_BEFORE_1_1: &str = "Conv3D Upsample3D Border3D";
+
+/// `.nn` activations 1.0.x and older declare but do not run.
+const NN_ACTIVATIONS_NOT_RUN_BEFORE_1_1: &str = "Softplus HardSigmoid Round Acos Acosh Asin Asinh Atan Atanh Cos Cosh Sin Sinh Tan";
+
+/// Whether a Barracuda release runs a `.nn` layer type and a fused activation (names as
+/// `Layer.Type` / `Layer.Activation`); None for Sentis and Inference Engine (no `.nn`).
+pub fn runs_nn_layer(engine: &EngineRelease, layer: &str, activation: Option<&str>) -> Option<(bool, bool)> {
+    if engine.package != EnginePackage::Barracuda {
+        return None;
+    }
+    let old = engine.version < version("1.1.0-0");
+    let listed = |list: &str, name: &str| list.split(' ').any(|n| n == name);
+    let layer_runs = !listed(NN_LAYERS_NEVER_RUN, layer) && !(old && listed(NN_LAYERS_NOT_RUN_BEFORE_1_1, layer));
+    let activation_runs = !(old && activation.is_some_and(|a| listed(NN_ACTIVATIONS_NOT_RUN_BEFORE_1_1, a)));
+    Some((layer_runs, activation_runs))
+}
+
 /// The ONNX operators Barracuda's importer registers, by the release that added them
 /// (unity-import.md §1.4).
 const BARRACUDA_OPS: &[(&str, &str)] = &[
@@ -361,5 +383,9 @@ mod tests {
         assert_eq!(imports_op(&engine("sentis@2.1.0"), "Mish"), Some(false));
         assert_eq!(accepted_nn_versions(&engine("barracuda@2.2.1")), Some(&[19, 16, 18][..]));
         assert_eq!(accepted_nn_versions(&engine("sentis@2.1.0")), None);
+        assert_eq!(runs_nn_layer(&engine("barracuda@3.0.0"), "Squeeze", None), Some((false, true)));
+        assert_eq!(runs_nn_layer(&engine("barracuda@1.0.4"), "Conv3D", Some("Softplus")), Some((false, false)));
+        assert_eq!(runs_nn_layer(&engine("barracuda@1.3.0"), "Conv3D", Some("Softplus")), Some((true, true)));
+        assert_eq!(runs_nn_layer(&engine("barracuda@1.0.4"), "Dense", Some("Relu")), Some((true, true)));
     }
 }
