@@ -9,7 +9,7 @@ use super::{Finding, Severity};
 use crate::run::ModelFormat;
 
 fn finding(id: &'static str, severity: Severity, op: &Operation, what: String, unity_message: Option<String>) -> Finding {
-    Finding { id, severity, message: format!("{} node {:?}: {what}", op.op_type, op.name), unity_message }
+    Finding::new(id, severity, format!("{} node {:?}: {what}", op.op_type, op.name), unity_message)
 }
 
 /// P2-P5 and P8 for a Barracuda target (Sentis and Inference Engine implement these

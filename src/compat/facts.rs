@@ -10,11 +10,8 @@ use prost::Message;
 use std::collections::BTreeMap;
 use tract_onnx::pb::{ModelProto, TensorProto};
 
-/// ONNX element types the rules name.
-pub const FLOAT: i32 = 1;
-pub const INT32: i32 = 6;
-pub const INT64: i32 = 7;
-pub const DOUBLE: i32 = 11;
+use crate::onnx::tensor_values;
+pub use crate::onnx::{FLOAT, INT32, INT64};
 
 /// The name of an ONNX element type.
 pub fn element_type_name(code: i32) -> &'static str {
@@ -182,23 +179,6 @@ fn nn_facts(model: &NnModel) -> ModelFacts {
     }
 }
 
-/// A tensor's values as f64, where its type is numeric and its data inline.
-fn tensor_values(t: &TensorProto) -> Option<Vec<f64>> {
-    let raw = &t.raw_data;
-    let from_raw = |size: usize, f: &dyn Fn(&[u8]) -> f64| raw.chunks_exact(size).map(f).collect::<Vec<f64>>();
-    Some(match t.data_type {
-        FLOAT if raw.is_empty() => t.float_data.iter().map(|v| *v as f64).collect(),
-        FLOAT => from_raw(4, &|b| f32::from_le_bytes(b.try_into().expect("4 bytes")) as f64),
-        INT64 if raw.is_empty() => t.int64_data.iter().map(|v| *v as f64).collect(),
-        INT64 => from_raw(8, &|b| i64::from_le_bytes(b.try_into().expect("8 bytes")) as f64),
-        INT32 if raw.is_empty() => t.int32_data.iter().map(|v| *v as f64).collect(),
-        INT32 => from_raw(4, &|b| i32::from_le_bytes(b.try_into().expect("4 bytes")) as f64),
-        DOUBLE if raw.is_empty() => t.double_data.clone(),
-        DOUBLE => from_raw(8, &|b| f64::from_le_bytes(b.try_into().expect("8 bytes"))),
-        _ => return None,
-    })
-}
-
 fn onnx_facts(model: &ModelProto) -> ModelFacts {
     let graph = model.graph.clone().unwrap_or_default();
     let element_type = |v: &tract_onnx::pb::ValueInfoProto| match v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
@@ -243,7 +223,7 @@ fn onnx_facts(model: &ModelProto) -> ModelFacts {
         metadata.insert(name.to_string(), Metadata {
             made_by,
             element_type: tensor.as_ref().map(|t| t.data_type).or(declared).unwrap_or(0),
-            values: tensor.as_ref().and_then(tensor_values),
+            values: tensor.as_ref().and_then(tensor_values).map(Iterator::collect),
             is_output: outputs.iter().any(|(o, _)| o == name),
             dims: tensor.map(|t| t.dims).unwrap_or_default(),
         });

@@ -44,6 +44,12 @@ pub struct Finding {
     pub unity_message: Option<String>,
 }
 
+impl Finding {
+    pub fn new(id: &'static str, severity: Severity, message: String, unity_message: Option<String>) -> Self {
+        Self { id, severity, message, unity_message }
+    }
+}
+
 /// The findings for one target.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TargetReport {

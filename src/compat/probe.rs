@@ -12,7 +12,7 @@ use crate::run::{LoadOptions, OnnxPolicy};
 const SEVERAL_AGENTS: usize = 3;
 
 fn finding(severity: Severity, message: String) -> Finding {
-    Finding { id: "M12", severity, message, unity_message: None }
+    Finding::new("M12", severity, message, None)
 }
 
 /// The probe's findings for an ONNX model (`bytes`, named `label` in messages).

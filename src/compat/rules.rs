@@ -19,10 +19,6 @@ fn is_integer(element_type: i32) -> bool {
     element_type == INT32 || element_type == INT64 || (2..=5).contains(&element_type) || element_type == 12 || element_type == 13
 }
 
-fn finding(id: &'static str, severity: Severity, message: String, unity_message: Option<String>) -> Finding {
-    Finding { id, severity, message, unity_message }
-}
-
 /// What the file is, as opposed to what it is named.
 pub struct Container {
     /// The format the content shows.
@@ -37,13 +33,13 @@ pub struct Container {
 pub fn container(c: &Container, facts: &ModelFacts, target: &Target, out: &mut Vec<Finding>) {
     let barracuda = target.engine.bucket.is_barracuda();
     match (c.format, c.named) {
-        (ModelFormat::Onnx, ModelFormat::Nn) => out.push(finding(
+        (ModelFormat::Onnx, ModelFormat::Nn) => out.push(Finding::new(
             "F1",
             Severity::Error,
             "the file holds an ONNX model but is named .nn; Unity picks the importer by extension: rename it to .onnx".into(),
             (barracuda).then(|| format!("NotSupportedException: Format version not supported: {}", c.leading_int64.unwrap_or(0) % 255)),
         )),
-        (ModelFormat::Nn, ModelFormat::Onnx) => out.push(finding(
+        (ModelFormat::Nn, ModelFormat::Onnx) => out.push(Finding::new(
             "F1",
             Severity::Error,
             "the file holds a Barracuda .nn model but is not named .nn; Unity picks the importer by extension: rename it to .nn".into(),
@@ -56,7 +52,7 @@ pub fn container(c: &Container, facts: &ModelFacts, target: &Target, out: &mut V
     }
     if !barracuda {
         let who = target.ml_agents.as_ref().map_or_else(|| format!("{}", target.engine.package.id()), |(v, _)| format!("com.unity.ml-agents {v}"));
-        out.push(finding(
+        out.push(Finding::new(
             "F2",
             Severity::Error,
             format!("{who} imports only .onnx and .sentis models (no .nn importer in Sentis / Inference Engine): export the policy as ONNX (mlagents-export, model API 3)"),
@@ -64,7 +60,7 @@ pub fn container(c: &Container, facts: &ModelFacts, target: &Target, out: &mut V
         ));
     } else if let (Some(version), Some(accepted)) = (facts.nn_version, accepted_nn_versions(&target.engine)) {
         if !accepted.contains(&version) {
-            out.push(finding(
+            out.push(Finding::new(
                 "N1",
                 Severity::Error,
                 format!("barracuda {} reads .nn format versions {accepted:?}, this file is version {version}: write version 16, which every Barracuda reads", target.engine.version),
@@ -83,7 +79,7 @@ pub fn nn_layers(facts: &ModelFacts, target: &Target, out: &mut Vec<Finding>) {
     for layer in &facts.operations {
         let Some((layer_runs, activation_runs)) = runs_nn_layer(&target.engine, &layer.op_type, layer.activation.as_deref()) else { return };
         if !layer_runs {
-            out.push(finding(
+            out.push(Finding::new(
                 "N3",
                 Severity::Error,
                 format!("layer {:?} is a {} layer, which barracuda {} declares but does not run: export the network without it", layer.name, layer.op_type, target.engine.version),
@@ -91,7 +87,7 @@ pub fn nn_layers(facts: &ModelFacts, target: &Target, out: &mut Vec<Finding>) {
             ));
         }
         if !activation_runs {
-            out.push(finding(
+            out.push(Finding::new(
                 "N3",
                 Severity::Error,
                 format!("layer {:?} uses the activation {}, which barracuda {} does not run: use another activation or a newer Barracuda", layer.name, layer.activation.as_deref().unwrap_or_default(), target.engine.version),
@@ -118,7 +114,7 @@ pub fn operators(facts: &ModelFacts, target: &Target, out: &mut Vec<Finding>) {
             EnginePackage::InferenceEngine if target.engine.bucket == EngineBucket::S4 => format!("Unsupported ONNX Operator: {}", op.op_type),
             _ => format!("{} not supported", op.op_type),
         };
-        out.push(finding(
+        out.push(Finding::new(
             "P1",
             Severity::Error,
             format!("{}@{} does not import the ONNX operator {} (node {:?}): export the network without it", target.engine.package.id(), target.engine.version, op.op_type, op.name),
@@ -134,7 +130,7 @@ pub fn opsets(facts: &ModelFacts, target: &Target, out: &mut Vec<Finding>) {
     }
     let default = facts.opset_imports.iter().find(|(domain, _)| domain.is_empty());
     match default {
-        None if target.engine.bucket >= EngineBucket::S2 => out.push(finding(
+        None if target.engine.bucket >= EngineBucket::S2 => out.push(Finding::new(
             "O1",
             Severity::Error,
             format!(
@@ -145,7 +141,7 @@ pub fn opsets(facts: &ModelFacts, target: &Target, out: &mut Vec<Finding>) {
             ),
             None,
         )),
-        Some((_, version)) if !(7..=15).contains(version) => out.push(finding(
+        Some((_, version)) if !(7..=15).contains(version) => out.push(Finding::new(
             "O3",
             Severity::Warning,
             format!("opset {version} is outside the 7 to 15 that Sentis documents (\"the results obtained may be unexpected\"): export with an opset in 7..15"),
@@ -176,7 +172,7 @@ pub fn ml_agents(facts: &ModelFacts, bucket: MlAgentsBucket, out: &mut Vec<Findi
 /// M1 and M2: `version_number` and `memory_size`, with each release's messages.
 pub fn version_and_memory(facts: &ModelFacts, bucket: MlAgentsBucket, out: &mut Vec<Finding>) {
     match facts.constant(names::VERSION_NUMBER) {
-        None => out.push(finding("M1", Severity::Error, "the model has no version_number constant: export it with the ML-Agents metadata".into(), Some(missing_constant_message(bucket, names::VERSION_NUMBER)))),
+        None => out.push(Finding::new("M1", Severity::Error, "the model has no version_number constant: export it with the ML-Agents metadata".into(), Some(missing_constant_message(bucket, names::VERSION_NUMBER)))),
         Some(v) if bucket <= MlAgentsBucket::M3 && v != 2.0 => {
             let unity = if v == -1.0 {
                 "Model was not trained using the right version of ML-Agents. Cannot use this model.".to_string()
@@ -186,15 +182,15 @@ pub fn version_and_memory(facts: &ModelFacts, bucket: MlAgentsBucket, out: &mut 
                 format!("Version of the trainer the model was trained with ({v}) is not compatible with the Brain's version (2).")
             };
             let advice = if v == 3.0 { "a model API 3 policy needs com.unity.ml-agents >= 2.0.0 (Release 17): upgrade the package or export with --onnx-api 2 / as .nn" } else { "export model API 2" };
-            out.push(finding("M1", Severity::Error, format!("version_number is {v}; com.unity.ml-agents 1.x loads only 2: {advice}"), Some(unity)));
+            out.push(Finding::new("M1", Severity::Error, format!("version_number is {v}; com.unity.ml-agents 1.x loads only 2: {advice}"), Some(unity)));
         }
-        Some(v) if bucket >= MlAgentsBucket::M4 && v < 2.0 => out.push(finding(
+        Some(v) if bucket >= MlAgentsBucket::M4 && v < 2.0 => out.push(Finding::new(
             "M1",
             Severity::Error,
             format!("version_number is {v}; this release loads 2 or 3: re-export the policy"),
             Some(format!("Model was trained with a older version of the trainer than is supported. Either retrain with an newer trainer, or use an older version of com.unity.ml-agents.\nModel version: {v} Minimum supported version: 2")),
         )),
-        Some(v) if bucket >= MlAgentsBucket::M4 && v > 3.0 => out.push(finding(
+        Some(v) if bucket >= MlAgentsBucket::M4 && v > 3.0 => out.push(Finding::new(
             "M1",
             Severity::Error,
             format!("version_number is {v}; this release loads 2 or 3: re-export the policy"),
@@ -203,8 +199,8 @@ pub fn version_and_memory(facts: &ModelFacts, bucket: MlAgentsBucket, out: &mut 
         _ => {}
     }
     match facts.constant(names::MEMORY_SIZE) {
-        None => out.push(finding("M2", Severity::Error, "the model has no memory_size constant: export it with the ML-Agents metadata (0 without memory)".into(), Some(missing_constant_message(bucket, names::MEMORY_SIZE)))),
-        Some(m) if m > 0.0 && bucket >= MlAgentsBucket::M4 && facts.constant(names::VERSION_NUMBER) == Some(2.0) => out.push(finding(
+        None => out.push(Finding::new("M2", Severity::Error, "the model has no memory_size constant: export it with the ML-Agents metadata (0 without memory)".into(), Some(missing_constant_message(bucket, names::MEMORY_SIZE)))),
+        Some(m) if m > 0.0 && bucket >= MlAgentsBucket::M4 && facts.constant(names::VERSION_NUMBER) == Some(2.0) => out.push(Finding::new(
             "M2",
             Severity::Error,
             format!("a model API 2 policy with memory (memory_size {m}) runs only in com.unity.ml-agents 1.x: export model API 3"),
@@ -225,11 +221,11 @@ pub fn action_outputs(facts: &ModelFacts, bucket: MlAgentsBucket, out: &mut Vec<
                     (_, names::IS_CONTINUOUS_CONTROL) => "Required constant \"is_continuous_control\" was not found in the model file. This is only required for model that uses a deprecated model format.".into(),
                     _ => "The model does not contain any Action Output Shape Node.".into(),
                 };
-                out.push(finding("M3", Severity::Error, format!("the legacy interface needs the constant {name}: export model API 2 with the legacy outputs, or use com.unity.ml-agents >= 1.7 with continuous_actions / discrete_actions"), Some(unity)));
+                out.push(Finding::new("M3", Severity::Error, format!("the legacy interface needs the constant {name}: export model API 2 with the legacy outputs, or use com.unity.ml-agents >= 1.7 with continuous_actions / discrete_actions"), Some(unity)));
             }
         }
         if bucket <= MlAgentsBucket::M2 && !facts.has_output(names::ACTION) {
-            out.push(finding("M3", Severity::Error, "com.unity.ml-agents before 1.7 reads the output action, which the model lacks: export model API 2 with the legacy outputs".into(), None));
+            out.push(Finding::new("M3", Severity::Error, "com.unity.ml-agents before 1.7 reads the output action, which the model lacks: export model API 2 with the legacy outputs".into(), None));
         }
         return;
     }
@@ -237,7 +233,7 @@ pub fn action_outputs(facts: &ModelFacts, bucket: MlAgentsBucket, out: &mut Vec<
         legacy_in_sentis(facts, out);
     }
     if !modern && !facts.has_output(names::ACTION) {
-        out.push(finding("M4", Severity::Error, "the model has no action output (continuous_actions or discrete_actions)".into(), Some("The model does not contain any Action Output Node.".into())));
+        out.push(Finding::new("M4", Severity::Error, "the model has no action output (continuous_actions or discrete_actions)".into(), Some("The model does not contain any Action Output Node.".into())));
     }
     for (output, shape, kind) in [
         (names::CONTINUOUS_ACTIONS, names::CONTINUOUS_ACTION_OUTPUT_SHAPE, "continuous"),
@@ -245,7 +241,7 @@ pub fn action_outputs(facts: &ModelFacts, bucket: MlAgentsBucket, out: &mut Vec<
     ] {
         if facts.has_output(output) && !facts.metadata.contains_key(shape) {
             let unity = format!("The model uses {kind} action but does not contain {} Action Output Shape Node.", if kind == "continuous" { "Continuous" } else { "Discrete" });
-            out.push(finding("M4", Severity::Error, format!("{output} is an output but {shape} is missing: export it with the ML-Agents metadata"), Some(unity)));
+            out.push(Finding::new("M4", Severity::Error, format!("{output} is an output but {shape} is missing: export it with the ML-Agents metadata"), Some(unity)));
         }
     }
     if bucket >= MlAgentsBucket::M5 {
@@ -254,7 +250,7 @@ pub fn action_outputs(facts: &ModelFacts, bucket: MlAgentsBucket, out: &mut Vec<
             (names::DISCRETE_ACTIONS, names::DETERMINISTIC_DISCRETE_ACTIONS, "Discrete"),
         ] {
             if facts.has_output(output) && !facts.has_output(deterministic) {
-                out.push(finding(
+                out.push(Finding::new(
                     "M4",
                     Severity::Warning,
                     format!("no {deterministic} output: the policy runs, but not with the behavior's Deterministic Inference flag set"),
@@ -270,13 +266,13 @@ pub fn action_outputs(facts: &ModelFacts, bucket: MlAgentsBucket, out: &mut Vec<
 fn legacy_in_sentis(facts: &ModelFacts, out: &mut Vec<Finding>) {
     for name in [names::IS_CONTINUOUS_CONTROL, names::ACTION_OUTPUT_SHAPE] {
         match facts.metadata.get(name) {
-            None => out.push(finding(
+            None => out.push(Finding::new(
                 "M8",
                 Severity::Error,
                 format!("without continuous_actions / discrete_actions this release takes its legacy path, which reads {name}, and the model has none: export model API 3"),
                 Some(NULL_REFERENCE.into()),
             )),
-            Some(m) if !is_integer(m.element_type) => out.push(finding(
+            Some(m) if !is_integer(m.element_type) => out.push(Finding::new(
                 "M8",
                 Severity::Error,
                 format!("without continuous_actions / discrete_actions this release takes its legacy path, which reads {name} as an integer tensor; it is {}: export model API 3", element_type_name(m.element_type)),
@@ -316,7 +312,7 @@ pub fn barracuda_metadata(facts: &ModelFacts, bucket: MlAgentsBucket, out: &mut 
             MadeBy::Initializer if !m.is_output => format!("{name} is an initializer that is not a graph output, which Barracuda drops"),
             _ => continue,
         };
-        out.push(finding("M5", Severity::Error, format!("{problem}: store it as an initializer listed among the graph outputs (as ML-Agents' exporter does)"), Some(missing_constant_message(bucket, name))));
+        out.push(Finding::new("M5", Severity::Error, format!("{problem}: store it as an initializer listed among the graph outputs (as ML-Agents' exporter does)"), Some(missing_constant_message(bucket, name))));
     }
 }
 
@@ -330,10 +326,10 @@ pub fn sentis_types(facts: &ModelFacts, bucket: MlAgentsBucket, out: &mut Vec<Fi
     for name in required_metadata(facts).into_iter().filter(|n| !legacy.contains(n)) {
         let Some(m) = facts.metadata.get(name) else { continue };
         if m.element_type != FLOAT && m.element_type != 0 {
-            out.push(finding("M6", Severity::Error, format!("{name} is {}; this release reads it as float32: store it as float32", element_type_name(m.element_type)), Some(INVALID_CAST.into())));
+            out.push(Finding::new("M6", Severity::Error, format!("{name} is {}; this release reads it as float32: store it as float32", element_type_name(m.element_type)), Some(INVALID_CAST.into())));
         }
         if bucket == MlAgentsBucket::M6 && matches!(m.made_by, MadeBy::Node(_)) && m.values.is_none() {
-            out.push(finding("M6", Severity::Error, format!("{name} is computed by a node that Sentis 1.2 cannot fold into a constant: store it as an initializer"), Some(format!("Required constant \"{name}\" was not found in the model file."))));
+            out.push(Finding::new("M6", Severity::Error, format!("{name} is computed by a node that Sentis 1.2 cannot fold into a constant: store it as an initializer"), Some(format!("Required constant \"{name}\" was not found in the model file."))));
         }
     }
     // Model API 2's discrete outputs are log-probabilities that C# samples (floats).
@@ -342,14 +338,14 @@ pub fn sentis_types(facts: &ModelFacts, bucket: MlAgentsBucket, out: &mut Vec<Fi
         let discrete = api3 && (name == names::DISCRETE_ACTIONS || name == names::DETERMINISTIC_DISCRETE_ACTIONS);
         let float_output = name == names::CONTINUOUS_ACTIONS || name == names::DETERMINISTIC_CONTINUOUS_ACTIONS || name == names::RECURRENT_OUT;
         if discrete && *element_type != 0 && !is_integer(*element_type) {
-            out.push(finding("M7", Severity::Error, format!("{name} is {}; this release reads discrete actions as integers: output int64 or int32", element_type_name(*element_type)), Some(INVALID_CAST.into())));
+            out.push(Finding::new("M7", Severity::Error, format!("{name} is {}; this release reads discrete actions as integers: output int64 or int32", element_type_name(*element_type)), Some(INVALID_CAST.into())));
         } else if float_output && *element_type != 0 && *element_type != FLOAT {
-            out.push(finding("M7", Severity::Error, format!("{name} is {}; this release reads it as float32", element_type_name(*element_type)), Some(INVALID_CAST.into())));
+            out.push(Finding::new("M7", Severity::Error, format!("{name} is {}; this release reads it as float32", element_type_name(*element_type)), Some(INVALID_CAST.into())));
         }
     }
     for (name, element_type) in &facts.inputs {
         if *element_type != 0 && *element_type != FLOAT {
-            out.push(finding("M7", Severity::Error, format!("input {name} is {}; ML-Agents feeds every input as float32", element_type_name(*element_type)), None));
+            out.push(Finding::new("M7", Severity::Error, format!("input {name} is {}; ML-Agents feeds every input as float32", element_type_name(*element_type)), None));
         }
     }
 }
@@ -363,7 +359,7 @@ pub fn input_names(facts: &ModelFacts, out: &mut Vec<Finding>) {
             || facts.memories.iter().any(|(input, _)| input == name)
     };
     for (name, _) in facts.inputs.iter().filter(|(n, _)| !known(n)) {
-        out.push(finding(
+        out.push(Finding::new(
             "M9",
             Severity::Error,
             format!("input {name} is not one ML-Agents feeds (obs_N, action_masks, recurrent_in, or the model API 2 names): rename it"),

@@ -1,5 +1,6 @@
 //! Writing ONNX graphs with tract-onnx's protobuf types: a small builder shared by the `.nn`
-//! lowering ([`crate::barracuda::to_onnx`]) and the policy exporter ([`export`]).
+//! lowering ([`crate::barracuda::to_onnx`]) and the policy exporter ([`export`]), and reading
+//! a tensor's values back ([`tensor_values`]).
 
 pub mod export;
 
@@ -10,7 +11,26 @@ use tract_onnx::pb::{
 
 /// ONNX element type codes.
 pub const FLOAT: i32 = 1;
+pub const INT32: i32 = 6;
 pub const INT64: i32 = 7;
+pub const DOUBLE: i32 = 11;
+
+/// The values of a float, double, int32 or int64 tensor stored inline (raw or typed data),
+/// as f64 one at a time; None for other element types.
+pub fn tensor_values(t: &TensorProto) -> Option<Box<dyn Iterator<Item = f64> + '_>> {
+    let raw = &t.raw_data;
+    Some(match t.data_type {
+        FLOAT if raw.is_empty() => Box::new(t.float_data.iter().map(|v| *v as f64)),
+        FLOAT => Box::new(raw.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")) as f64)),
+        INT64 if raw.is_empty() => Box::new(t.int64_data.iter().map(|v| *v as f64)),
+        INT64 => Box::new(raw.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")) as f64)),
+        INT32 if raw.is_empty() => Box::new(t.int32_data.iter().map(|v| *v as f64)),
+        INT32 => Box::new(raw.chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().expect("4 bytes")) as f64)),
+        DOUBLE if raw.is_empty() => Box::new(t.double_data.iter().copied()),
+        DOUBLE => Box::new(raw.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))),
+        _ => return None,
+    })
+}
 
 pub fn attr_int(name: &str, v: i64) -> AttributeProto {
     AttributeProto { name: name.into(), i: v, r#type: AttributeType::Int as i32, ..Default::default() }

@@ -200,7 +200,7 @@ impl OnnxPolicy {
             .iter()
             .chain(constants)
             .filter_map(|t| {
-                let count = float_values(t).filter(|v| !v.is_finite()).count();
+                let count = crate::onnx::tensor_values(t).map_or(0, |values| values.filter(|v| !v.is_finite()).count());
                 (count > 0).then(|| (t.name.clone(), count))
             })
             .collect()
@@ -429,21 +429,6 @@ fn validate(proto: &ModelProto) -> Result<(), String> {
         if pending.len() == before {
             return Err(format!("the graph has a cycle through node {:?} ({})", pending[0].name, pending[0].op_type));
         }
-    }
-}
-
-/// The values of a float or double tensor (nothing for other element types).
-fn float_values(tensor: &pb::TensorProto) -> Box<dyn Iterator<Item = f64> + '_> {
-    const FLOAT: i32 = 1;
-    const DOUBLE: i32 = 11;
-    match tensor.data_type {
-        FLOAT if !tensor.raw_data.is_empty() => {
-            Box::new(tensor.raw_data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64))
-        }
-        FLOAT => Box::new(tensor.float_data.iter().map(|v| *v as f64)),
-        DOUBLE if !tensor.raw_data.is_empty() => Box::new(tensor.raw_data.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))),
-        DOUBLE => Box::new(tensor.double_data.iter().copied()),
-        _ => Box::new(std::iter::empty()),
     }
 }
 
