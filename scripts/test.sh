@@ -62,7 +62,7 @@ phase_rust() {
 }
 
 phase_peer() {
-  for binary in mlagents-sim mlagents-run examples/tensorboard_events examples/export_random examples/lower_nn; do
+  for binary in mlagents-sim mlagents-run mlagents-export examples/tensorboard_events examples/export_random examples/lower_nn; do
     [ -x "$BIN/$binary" ] || { echo "missing $BIN/$binary: run the rust phase first (scripts/test.sh rust peer)" >&2; exit 1; }
   done
   step "peer venv: mlagents_envs 0.28.0, onnxruntime, onnx, tensorboard (installed on first use)"
@@ -77,6 +77,8 @@ phase_peer() {
   peer "$python" tests/peer/peer_onnx_parity.py "$BIN/mlagents-run" "$MODELS/onnx"
   step "peer recurrent .nn: Unity's recurrent .nn policies over sequences, memories carried, against onnxruntime"
   peer "$python" tests/peer/peer_nn_recurrent.py "$BIN/mlagents-run" "$BIN/examples/lower_nn" "$MODELS/nn/Hallway.nn" "$MODELS/nn/discrete1vis0vec_2_3action_recurr.nn"
+  step "peer convert: every Unity .nn converted to ONNX; onnxruntime on it equals our runner on the .nn"
+  peer "$python" tests/peer/peer_convert.py "$BIN/mlagents-export" "$MODELS/nn"
   step "peer TensorBoard: TensorBoard's own reader reads our event files"
   peer "$python" tests/peer/peer_tensorboard.py "$BIN/examples/tensorboard_events"
   step "peer golden: the golden exports pass onnx.checker and onnxruntime reproduces their training outputs"

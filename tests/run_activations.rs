@@ -10,18 +10,6 @@ use mlagents::onnx::{attr_float, attr_int, value_info, GraphBuilder, FLOAT};
 use mlagents::run::{LoadOptions, NamedTensors, OnnxPolicy, TensorData};
 use std::collections::BTreeSet;
 
-/// How close each case must be: a few ulps, except Swish, which the runner leaves to
-/// tract's fused kernel (see src/run/exact.rs).
-fn tolerance(case: &str, got: f32, exact: f64) -> bool {
-    match case {
-        "Swish" => {
-            let want = exact as f32;
-            (got - want).abs() <= 7e-6f32.max(6e-7 * want.abs())
-        }
-        _ => close(got, exact),
-    }
-}
-
 /// Inputs from deep saturation to zero and back.
 const INPUTS: [f32; 19] = [-100.0, -30.0, -20.0, -10.0, -9.5, -5.0, -2.0, -1.0, -0.1, -1e-4, 0.0, 1e-4, 0.1, 1.0, 2.0, 5.0, 9.5, 10.0, 30.0];
 
@@ -116,7 +104,7 @@ fn activations_are_exact_at_saturation() {
         let exact = (case.exact)(&inputs.iter().map(|x| *x as f64).collect::<Vec<_>>());
         let got = run(&case, &inputs);
         for ((x, g), e) in inputs.iter().zip(&got).zip(&exact) {
-            if !tolerance(case.name, *g, *e) {
+            if !close(*g, *e) {
                 failures.push(format!("{}({x}) = {g:e}, exact {:e}", case.name, *e as f32));
             }
         }

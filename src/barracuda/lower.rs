@@ -13,7 +13,7 @@ use tract_onnx::pb::{AttributeProto, ModelProto, ValueInfoProto};
 const MAX_ONE_HOT_DEPTH: i64 = 1 << 16;
 
 /// The opset of the lowered graph.
-const OPSET: i64 = 11;
+pub const OPSET: i64 = 11;
 
 /// A `.nn` model tract cannot run as asked.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -43,9 +43,12 @@ struct Builder<'a> {
     model: &'a NnModel,
     options: LowerOptions,
     format: i64,
-    graph: GraphBuilder,
+    graph: &'a mut GraphBuilder,
     /// `.nn` name -> current ONNX value name.
     values: HashMap<String, String>,
+    /// With twins: `.nn` name -> the value computed with the random layers at their mode, for
+    /// every layer downstream of a random layer.
+    twins: Option<HashMap<String, String>>,
 }
 
 impl Builder<'_> {
@@ -98,9 +101,9 @@ impl Builder<'_> {
         self.node("Flatten", vec![x], vec![attr_int("axis", 1)], base)
     }
 
-    /// `[N, K]` -> `[N, 1, 1, K]`.
+    /// `[N, K]` -> `[N, 1, 1, K]` (one axis per Unsqueeze, as Barracuda before 2.3 reads them).
     fn unflat(&mut self, x: String, base: &str) -> String {
-        self.node("Unsqueeze", vec![x], vec![attr_ints("axes", &[1, 2])], base)
+        unsqueeze_to_rank4(self.graph, x, base)
     }
 
     fn activation(&mut self, layer: &Layer, activation: Activation, x: String) -> Result<String, LowerError> {
@@ -305,7 +308,11 @@ impl Builder<'_> {
             vec![attr_float("low", mean), attr_float("high", mean + scale)]
         };
         attrs.extend(seed);
-        Ok(self.node(if normal { "RandomNormalLike" } else { "RandomUniformLike" }, vec![x], attrs, &layer.name))
+        // Drawn as [N, values per row] (the shape of the runner's noise input), then reshaped.
+        let rows = self.flat(x.clone(), &layer.name);
+        let draws = self.node(if normal { "RandomNormalLike" } else { "RandomUniformLike" }, vec![rows], attrs, &layer.name);
+        let shape = self.node("Shape", vec![x], vec![], &layer.name);
+        Ok(self.node("Reshape", vec![draws, shape], vec![], &layer.name))
     }
 
     /// Add, Sub, Mul, Div, Pow, Min, Max folded over the arguments; Mean as their sum
@@ -376,6 +383,33 @@ impl Builder<'_> {
         Ok(self.node("Unsqueeze", vec![h], vec![attr_ints("axes", &[1])], name))
     }
 
+    /// Lowers a layer; with twins, a layer that is random or reads a value that has a twin is
+    /// lowered a second time, deterministically and from the twins of its inputs.
+    fn layer_and_twin(&mut self, layer: &Layer) -> Result<(), LowerError> {
+        self.layer(layer)?;
+        let Some(twins) = &self.twins else { return Ok(()) };
+        let random = matches!(layer.layer_type, LayerType::RandomNormal | LayerType::RandomUniform);
+        let swapped: Vec<(String, String)> = layer.inputs.iter().filter_map(|i| twins.get(i).map(|t| (i.clone(), t.clone()))).collect();
+        if !random && swapped.is_empty() {
+            return Ok(());
+        }
+        let normal = self.values[&layer.name].clone();
+        let originals: Vec<(String, Option<String>)> = swapped.iter().map(|(i, t)| (i.clone(), self.values.insert(i.clone(), t.clone()))).collect();
+        let options = self.options;
+        self.options.deterministic = true;
+        let result = self.layer(layer);
+        self.options = options;
+        let twin = std::mem::replace(self.values.get_mut(&layer.name).expect("lowered above"), normal);
+        for (name, original) in originals.into_iter().rev() {
+            if let Some(v) = original {
+                self.values.insert(name, v);
+            }
+        }
+        result?;
+        self.twins.as_mut().expect("checked above").insert(layer.name.clone(), twin);
+        Ok(())
+    }
+
     fn layer(&mut self, layer: &Layer) -> Result<(), LowerError> {
         use LayerType as T;
         if layer.layer_type == T::Load {
@@ -432,14 +466,44 @@ impl Builder<'_> {
     }
 }
 
+/// `[N, K]` -> `[N, 1, 1, K]` with two single-axis Unsqueeze nodes (Barracuda before 2.3
+/// takes one axis per node).
+pub fn unsqueeze_to_rank4(graph: &mut GraphBuilder, x: String, base: &str) -> String {
+    let once = graph.node("Unsqueeze", vec![x], vec![attr_ints("axes", &[1])], base);
+    graph.node("Unsqueeze", vec![once], vec![attr_ints("axes", &[1])], base)
+}
+
+/// The values a lowering left in a caller's graph.
+pub struct LoweredValues {
+    /// `.nn` layer (and output) name -> the ONNX value holding it.
+    pub values: HashMap<String, String>,
+    /// With [`lower_into`]'s `twins`: the value of each layer downstream of a random layer
+    /// computed with every random layer at its mode (noise 0), by `.nn` name.
+    pub twins: HashMap<String, String>,
+}
+
+/// Lowers a model's layers into `graph`, whose values named in `inputs` stand for the model's
+/// inputs and memory inputs (`.nn` name -> ONNX value, rank-4 NHWC). With `twins` (the
+/// deterministic stand-ins of some inputs, e.g. a noise input's zeros), the layers downstream
+/// of random layers or of those inputs are also lowered deterministically (see
+/// [`LoweredValues`]).
+pub fn lower_into(model: &NnModel, options: LowerOptions, graph: &mut GraphBuilder, inputs: HashMap<String, String>, twins: Option<HashMap<String, String>>) -> Result<LoweredValues, LowerError> {
+    let mut b = Builder { model, options, format: model.format_version(), graph, values: inputs, twins };
+    for layer in &model.layers {
+        b.layer_and_twin(layer)?;
+    }
+    Ok(LoweredValues { values: b.values, twins: b.twins.unwrap_or_default() })
+}
+
 /// Lowers a model into an ONNX graph whose inputs are the model's inputs and memory inputs
 /// (rank 4, batch symbolic) and whose outputs are the model's outputs then its memory
 /// outputs, under their `.nn` names.
 pub fn to_onnx(model: &NnModel, options: LowerOptions) -> Result<ModelProto, LowerError> {
-    let mut b = Builder { model, options, format: model.format_version(), graph: GraphBuilder::default(), values: HashMap::new() };
+    let mut graph = GraphBuilder::default();
     let mut inputs = vec![];
+    let mut names = HashMap::new();
     for input in &model.inputs {
-        b.values.insert(input.name.clone(), input.name.clone());
+        names.insert(input.name.clone(), input.name.clone());
         inputs.push(value_info(&input.name, FLOAT, &input.shape.iter().map(|d| *d as i64).collect::<Vec<_>>()));
     }
     for m in &model.memories {
@@ -447,21 +511,19 @@ pub fn to_onnx(model: &NnModel, options: LowerOptions) -> Result<ModelProto, Low
         if let Some(first) = shape.first_mut() {
             *first = -1; // one memory row per agent
         }
-        b.values.insert(m.input.clone(), m.input.clone());
+        names.insert(m.input.clone(), m.input.clone());
         inputs.push(value_info(&m.input, FLOAT, &shape.iter().map(|d| *d as i64).collect::<Vec<_>>()));
     }
-    for layer in &model.layers {
-        b.layer(layer)?;
-    }
+    let lowered = lower_into(model, options, &mut graph, names, None)?;
     let mut outputs = vec![];
     let wanted: Vec<&String> = model.outputs.iter().chain(model.memories.iter().map(|m| &m.output)).collect();
     for name in wanted {
         if outputs.iter().any(|o: &ValueInfoProto| &o.name == name) {
             continue;
         }
-        let value = b.values.get(name).cloned().ok_or_else(|| LowerError::UnknownOutput(name.clone()))?;
-        b.graph.node_into("Identity", vec![value], vec![], name);
+        let value = lowered.values.get(name).cloned().ok_or_else(|| LowerError::UnknownOutput(name.clone()))?;
+        graph.node_into("Identity", vec![value], vec![], name);
         outputs.push(ValueInfoProto { name: name.clone(), ..Default::default() });
     }
-    Ok(b.graph.finish("barracuda", OPSET, inputs, outputs, "mlagents-rs barracuda lowering"))
+    Ok(graph.finish("barracuda", OPSET, inputs, outputs, "mlagents-rs barracuda lowering"))
 }

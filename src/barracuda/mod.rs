@@ -8,7 +8,7 @@ mod reader;
 mod writer;
 
 pub use model::{f16_to_f32, Activation, Input, Layer, LayerType, Memory, NnModel, TensorDesc, Trailer, WeightType};
-pub use lower::{to_onnx, LowerError, LowerOptions};
+pub use lower::{lower_into, to_onnx, unsqueeze_to_rank4, LowerError, LowerOptions, LoweredValues, OPSET as LOWERED_OPSET};
 pub use reader::{read, read_file};
 pub use writer::{write, TensorBlob};
 

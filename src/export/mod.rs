@@ -6,6 +6,8 @@
 //! Every file is built in memory first and written atomically; if any write fails, the files
 //! this export already wrote are removed, so an export is whole or absent.
 
+pub mod convert;
+
 use crate::spec::model::{self, ModelInput};
 use crate::onnx::export::{to_onnx_api_bytes, OnnxApi};
 use crate::policy::parity::{ParityRecord, PARITY_FORMAT_VERSION};

@@ -24,7 +24,7 @@ fn tensor_attribute(dims: &[i64], data: Vec<f32>) -> AttributeProto {
 }
 
 /// A constant output: a `Constant` node whose output has exactly the output's name.
-fn constant_output(g: &mut GraphBuilder, name: &str, dims: &[i64], data: Vec<f32>) {
+pub(crate) fn constant_output(g: &mut GraphBuilder, name: &str, dims: &[i64], data: Vec<f32>) {
     g.node_into("Constant", vec![], vec![tensor_attribute(dims, data)], name);
 }
 

@@ -126,6 +126,24 @@ impl GraphBuilder {
         name
     }
 
+    /// Drops the nodes and initializers no value of `outputs` depends on.
+    pub fn prune(&mut self, outputs: &[String]) {
+        let mut needed: std::collections::HashSet<String> = outputs.iter().cloned().collect();
+        let mut kept = vec![false; self.nodes.len()];
+        for (k, node) in self.nodes.iter().enumerate().rev() {
+            if node.output.iter().any(|o| needed.contains(o)) {
+                kept[k] = true;
+                needed.extend(node.input.iter().cloned());
+            }
+        }
+        let mut k = 0;
+        self.nodes.retain(|_| {
+            k += 1;
+            kept[k - 1]
+        });
+        self.initializers.retain(|t| needed.contains(&t.name));
+    }
+
     /// The finished model.
     pub fn finish(self, name: &str, opset: i64, inputs: Vec<ValueInfoProto>, outputs: Vec<ValueInfoProto>, producer: &str) -> ModelProto {
         ModelProto {

@@ -26,7 +26,7 @@ pub use nn::NnPolicy;
 pub use onnx::{bounded_elements, MAX_INPUT_ELEMENTS};
 pub use play::{play, DecisionTimes, PlayError, PlayReport, PolicyDriver};
 pub use onnx::{LoadOptions, OnnxInput, OnnxPolicy, NOISE_INPUT, UNIFORM_INPUT};
-pub use parity::{check_parity, compare_models, record_steps, CompareReport, OutputCheck, ParityReport};
+pub use parity::{check_parity, compare_models, record_outputs, record_steps, CompareReport, OutputCheck, ParityReport};
 pub use tensors::{parse_eval_inputs, NamedTensors, TensorData};
 
 /// Why a model cannot be loaded or run.

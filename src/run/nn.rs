@@ -190,12 +190,8 @@ impl NnPolicy {
             }
         }
         if let Some(noise) = inputs.get(NOISE_INPUT) {
-            // The lowered graph is NHWC: [N, C] noise becomes [N, 1, 1, C].
-            let mut noise = noise.clone();
-            if noise.shape.len() == 2 {
-                noise.shape = vec![noise.shape[0], 1, 1, noise.shape[1]];
-            }
-            fed.insert(NOISE_INPUT.into(), noise);
+            // The lowering draws noise as [N, values per row].
+            fed.insert(NOISE_INPUT.into(), noise.clone());
         }
         let mut out = self.inner.run(&fed)?;
         for t in out.values_mut() {

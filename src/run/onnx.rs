@@ -119,9 +119,10 @@ impl OnnxPolicy {
             return Err(not_onnx("no graph (an empty file, or not a model)".into()));
         }
         validate(&proto).map_err(|detail| RunError::InvalidGraph { path: label.into(), detail })?;
+        let opset = proto.opset_import.iter().filter(|o| o.domain.is_empty() || o.domain == "ai.onnx").map(|o| o.version).max().unwrap_or(9);
         let graph = proto.graph.as_mut().expect("checked above");
         let branches = graph.node.iter().filter(|n| n.op_type == "Multinomial").count();
-        rewrite_for_tract(graph, options);
+        rewrite_for_tract(graph, opset, options);
         let discrete_draws = (branches > 0 && !options.deterministic && !options.noise_input).then(|| {
             use rand::SeedableRng;
             let seed = options.seed.map_or_else(rand::random::<u64>, u64::from);
@@ -448,7 +449,7 @@ fn input_dims(input: &pb::ValueInfoProto) -> Vec<Option<usize>> {
 }
 
 /// The protobuf rewrites made before tract builds the graph (see the module docs).
-fn rewrite_for_tract(graph: &mut pb::GraphProto, options: LoadOptions) {
+fn rewrite_for_tract(graph: &mut pb::GraphProto, opset: i64, options: LoadOptions) {
     let unshaped_float_input = |name: &str| pb::ValueInfoProto {
         name: name.into(),
         r#type: Some(pb::TypeProto {
@@ -463,7 +464,7 @@ fn rewrite_for_tract(graph: &mut pb::GraphProto, options: LoadOptions) {
     // Parity feeds recorded draws; sampled play feeds the policy's own (see the module docs).
     if (options.noise_input || !options.deterministic) && graph.node.iter().any(|n| n.op_type == "Multinomial") {
         graph.input.push(unshaped_float_input(UNIFORM_INPUT));
-        replace_multinomials(graph);
+        replace_multinomials(graph, opset);
     }
     super::exact::exact_activations(graph);
     for node in &mut graph.node {
@@ -508,8 +509,8 @@ fn rewrite_for_tract(graph: &mut pb::GraphProto, options: LoadOptions) {
 
 /// Replaces the b-th `Multinomial` (in graph order, as the branches are) by an inverse-CDF
 /// sampler fed by column b of [`UNIFORM_INPUT`]: p = exp(x) / sum, cdf = cumsum(p), choice =
-/// min(count(cdf < u), k - 1), as int64 `[batch, 1]`.
-fn replace_multinomials(graph: &mut pb::GraphProto) {
+/// min(count(cdf < u), k - 1), as int64 `[batch, 1]`. (`opset` picks the form of `Slice`.)
+fn replace_multinomials(graph: &mut pb::GraphProto, opset: i64) {
     let float = |name: &str, values: Vec<f32>, dims: Vec<i64>| pb::TensorProto { name: name.into(), dims, data_type: 1, float_data: values, ..Default::default() };
     graph.initializer.push(pb::TensorProto { name: "parity/axis".into(), dims: vec![], data_type: 7, int64_data: vec![1], ..Default::default() });
     graph.initializer.push(float("parity/one", vec![1.0], vec![]));
@@ -537,7 +538,14 @@ fn replace_multinomials(graph: &mut pb::GraphProto) {
         rewritten.push(node("ReduceSum", vec![n("p")], n("sum"), vec![ints("axes", vec![1]), int_attribute("keepdims", 1)]));
         rewritten.push(node("Div", vec![n("p"), n("sum")], n("probs"), vec![]));
         rewritten.push(node("CumSum", vec![n("probs"), "parity/axis".into()], n("cdf"), vec![]));
-        rewritten.push(node("Slice", vec![UNIFORM_INPUT.into()], n("u"), vec![ints("starts", vec![branch]), ints("ends", vec![branch + 1]), ints("axes", vec![1])]));
+        if opset >= 10 {
+            for (bound, value) in [("starts", branch), ("ends", branch + 1), ("axes", 1)] {
+                graph.initializer.push(pb::TensorProto { name: n(bound), dims: vec![1], data_type: 7, int64_data: vec![value], ..Default::default() });
+            }
+            rewritten.push(node("Slice", vec![UNIFORM_INPUT.into(), n("starts"), n("ends"), n("axes")], n("u"), vec![]));
+        } else {
+            rewritten.push(node("Slice", vec![UNIFORM_INPUT.into()], n("u"), vec![ints("starts", vec![branch]), ints("ends", vec![branch + 1]), ints("axes", vec![1])]));
+        }
         rewritten.push(node("Less", vec![n("cdf"), n("u")], n("below"), vec![]));
         rewritten.push(node("Cast", vec![n("below")], n("below_f"), vec![int_attribute("to", 1)]));
         rewritten.push(node("ReduceSum", vec![n("below_f")], n("count"), vec![ints("axes", vec![1]), int_attribute("keepdims", 1)]));

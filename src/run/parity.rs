@@ -112,8 +112,9 @@ fn compare_continuous(output: &str, recorded_name: &str, t: &TensorData, recorde
 }
 
 /// The discrete choices `[n][branches]` in `outputs`: from the index output `indices` (model
-/// API 3; returns true), or by `choose(row, branch, log_probs)` on the per-branch
-/// log-probabilities of `action` (model API 2, `.nn`; returns false). None without either.
+/// API 3: one value per branch; returns true), or by `choose(row, branch, log_probs)` on
+/// per-branch log-probabilities (model API 2's `discrete_actions` or `action`, `.nn`; returns
+/// false). None without either.
 fn discrete_choices(
     outputs: &NamedTensors,
     indices: &str,
@@ -121,10 +122,11 @@ fn discrete_choices(
     branches: &[usize],
     choose: impl Fn(usize, usize, &[f32]) -> i64,
 ) -> Option<(bool, Vec<Vec<i64>>)> {
-    if let Some(t) = outputs.get(indices) {
+    let index_output = outputs.get(indices);
+    if let Some(t) = index_output.filter(|t| t.data.len() == n * branches.len()) {
         return Some((true, rows(t, n, branches.len()).into_iter().map(|r| r.iter().map(|v| v.round() as i64).collect()).collect()));
     }
-    let t = outputs.get(model::ACTION)?;
+    let t = index_output.or_else(|| outputs.get(model::ACTION))?;
     let choices = rows(t, n, branches.iter().sum())
         .iter()
         .enumerate()
@@ -195,23 +197,8 @@ fn check_recorded(model: &Path, sha256: &str, record: &ParityRecord, tolerance: 
             .ok_or_else(|| missing("deterministic continuous action"))?;
         checks.push(compare_continuous(name, model::DETERMINISTIC_CONTINUOUS_ACTIONS, t, &record.deterministic_continuous_actions, n, c, tolerance));
     }
-    // Sampled actions with the recorded noise in place of the model's own draws.
     let sampled_discrete = !branches.is_empty() && !record.discrete_actions.is_empty();
-    let sampled = if c > 0 || sampled_discrete {
-        let sampling = Policy::load(model, LoadOptions { noise_input: true, ..Default::default() })?;
-        let mut with_noise: NamedTensors = inputs.clone();
-        if c > 0 {
-            with_noise.insert(NOISE_INPUT.into(), TensorData { shape: vec![n, c], data: record.noise.clone() });
-        }
-        if sampling.declares_input(UNIFORM_INPUT) {
-            // Records without uniform draws: any value serves, the discrete samples are not checked.
-            let uniform = if sampled_discrete { record.uniform.clone() } else { vec![0.5; n * branches.len()] };
-            with_noise.insert(UNIFORM_INPUT.into(), TensorData { shape: vec![n, branches.len()], data: uniform });
-        }
-        Some(sampling.run(&with_noise)?)
-    } else {
-        None
-    };
+    let sampled = sampled_outputs(model, &inputs, record, sampled_discrete)?;
     if let (Some(sampled), true) = (&sampled, c > 0) {
         let (name, t) = [model::CONTINUOUS_ACTIONS, model::ACTION].iter().find_map(|k| sampled.get(*k).map(|t| (*k, t))).ok_or_else(|| missing("continuous action"))?;
         checks.push(compare_continuous(name, model::CONTINUOUS_ACTIONS, t, &record.continuous_actions, n, c, tolerance));
@@ -223,12 +210,7 @@ fn check_recorded(model: &Path, sha256: &str, record: &ParityRecord, tolerance: 
         checks.push(compare_discrete(name, model::DETERMINISTIC_DISCRETE_ACTIONS, &choices, &record.deterministic_discrete_actions, branches.len()));
     }
     if let (Some(sampled), true) = (&sampled, sampled_discrete) {
-        // Log-probabilities (model API 2, .nn) are sampled here as Unity would, with the draws.
-        let (from_indices, choices) = discrete_choices(sampled, model::DISCRETE_ACTIONS, n, branches, |r, b, log_probs| {
-            let p: Vec<f32> = log_probs.iter().map(|l| l.exp()).collect();
-            inverse_cdf(&p, record.uniform[r * branches.len() + b])
-        })
-        .ok_or_else(|| missing("discrete action"))?;
+        let (from_indices, choices) = sampled_choices(sampled, record).ok_or_else(|| missing("discrete action"))?;
         let name = if from_indices { model::DISCRETE_ACTIONS } else { "action (sampled per branch)" };
         checks.push(compare_discrete(name, model::DISCRETE_ACTIONS, &choices, &record.discrete_actions, branches.len()));
     }
@@ -236,6 +218,91 @@ fn check_recorded(model: &Path, sha256: &str, record: &ParityRecord, tolerance: 
     let recorded_sha256 = record.files.iter().find(|(name, _)| Path::new(name).extension() == model.extension() || **name == file_name).map(|(_, s)| s.clone());
     let passed = checks.iter().all(|c| c.passed) && non_finite_weights.is_empty();
     Ok(ParityReport { model: model.display().to_string(), sha256: sha256.to_string(), recorded_sha256, rows: n, tolerance, checks, non_finite_weights, passed })
+}
+
+/// The model's outputs with the record's noise and uniform draws in place of its own (None
+/// when the record's policy samples nothing). `with_discrete`: the record holds uniform draws
+/// (otherwise any value serves; the discrete samples are not read).
+fn sampled_outputs(model: &Path, inputs: &NamedTensors, record: &ParityRecord, with_discrete: bool) -> Result<Option<NamedTensors>, PlayError> {
+    let (n, c, k) = (record.batch, record.policy.action_spec.continuous_size, record.policy.action_spec.discrete_branches.len());
+    if c == 0 && !with_discrete {
+        return Ok(None);
+    }
+    let sampling = Policy::load(model, LoadOptions { noise_input: true, ..Default::default() })?;
+    let mut with_noise: NamedTensors = inputs.clone();
+    if c > 0 {
+        with_noise.insert(NOISE_INPUT.into(), TensorData { shape: vec![n, c], data: record.noise.clone() });
+    }
+    if sampling.declares_input(UNIFORM_INPUT) {
+        let uniform = if with_discrete { record.uniform.clone() } else { vec![0.5; n * k] };
+        with_noise.insert(UNIFORM_INPUT.into(), TensorData { shape: vec![n, k], data: uniform });
+    }
+    Ok(Some(sampling.run(&with_noise)?))
+}
+
+/// The sampled discrete choices in `sampled`: the index output, or each branch's
+/// log-probabilities (model API 2, `.nn`) sampled as Unity would with the record's draws.
+fn sampled_choices(sampled: &NamedTensors, record: &ParityRecord) -> Option<(bool, Vec<Vec<i64>>)> {
+    let branches = &record.policy.action_spec.discrete_branches;
+    discrete_choices(sampled, model::DISCRETE_ACTIONS, record.batch, branches, |r, b, log_probs| {
+        let p: Vec<f32> = log_probs.iter().map(|l| l.exp()).collect();
+        inverse_cdf(&p, record.uniform[r * branches.len() + b])
+    })
+}
+
+/// Fills a parity record's outputs (actions, deterministic and sampled with its noise and
+/// uniform draws; memories) with what `model` computes on its inputs, fed as
+/// [`check_parity`] feeds them. A recurrent record's rows are taken as one agent's
+/// consecutive decisions: each row's `recurrent_in` is the memory the row before left, except
+/// where it is all zeros (an episode start), as [`check_parity`] replays them.
+pub fn record_outputs(model: &Path, record: &mut ParityRecord) -> Result<(), PlayError> {
+    let (spec, steps) = record_steps(record);
+    let (n, m) = (record.batch, record.policy.memory_size);
+    let (c, branches) = (spec.action_spec.continuous_size, spec.action_spec.discrete_branches.clone());
+    let policy = Policy::load(model, LoadOptions { deterministic: true, ..Default::default() })?;
+    let mut driver = PolicyDriver::new(policy, &record.behavior, &spec, true, 0)?;
+    if m > 0 {
+        let mut memory = vec![0.0; m];
+        record.recurrent_out.clear();
+        for r in 0..n {
+            let given = &mut record.recurrent_in[r * m..(r + 1) * m];
+            if !starts_sequence(r, given) {
+                given.copy_from_slice(&memory);
+            }
+            driver.set_memory(record_agent(r), given.to_vec());
+            let inputs = driver.inputs(&steps.row(r));
+            let outputs = driver.policy().run(&inputs)?;
+            memory = driver.memories_after(&outputs, 1);
+            record.recurrent_out.extend_from_slice(&memory);
+        }
+        for (r, memory) in record.recurrent_in.chunks_exact(m).enumerate() {
+            driver.set_memory(record_agent(r), memory.to_vec());
+        }
+    }
+    let inputs = driver.inputs(&steps);
+    let outputs = driver.policy().run(&inputs)?;
+    let behavior = record.behavior.clone();
+    let missing = |what: &str| PlayError::Mismatch { behavior: behavior.clone(), detail: format!("the model has no {what} output") };
+    let continuous = |outputs: &NamedTensors, names: [&str; 2]| -> Result<Vec<f32>, PlayError> {
+        let t = names.iter().find_map(|k| outputs.get(*k)).ok_or_else(|| missing("continuous action"))?;
+        Ok(rows(t, n, c).concat())
+    };
+    if c > 0 {
+        record.deterministic_continuous_actions = continuous(&outputs, [model::DETERMINISTIC_CONTINUOUS_ACTIONS, model::ACTION])?;
+    }
+    if !branches.is_empty() {
+        let (_, choices) = discrete_choices(&outputs, model::DETERMINISTIC_DISCRETE_ACTIONS, n, &branches, |_, _, log_probs| argmax(log_probs) as i64).ok_or_else(|| missing("discrete action"))?;
+        record.deterministic_discrete_actions = choices.concat();
+    }
+    if let Some(sampled) = sampled_outputs(model, &inputs, record, !branches.is_empty())? {
+        if c > 0 {
+            record.continuous_actions = continuous(&sampled, [model::CONTINUOUS_ACTIONS, model::ACTION])?;
+        }
+        if !branches.is_empty() {
+            record.discrete_actions = sampled_choices(&sampled, record).ok_or_else(|| missing("discrete action"))?.1.concat();
+        }
+    }
+    Ok(())
 }
 
 /// A recurrent record: the memory after each row (run from its recorded memory, `outputs`),

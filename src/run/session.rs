@@ -109,6 +109,9 @@ pub struct CheckReport {
 pub struct BehaviorCheck {
     pub behavior: String,
     pub violations: Vec<String>,
+    /// The behavior's spec as the environment reported it (the shape a `--behavior-spec`
+    /// file takes).
+    pub spec: crate::spec::BehaviorSpec,
 }
 
 /// Checks a model against the behavior specs of a live environment (the named behavior, or
@@ -124,8 +127,9 @@ pub fn check_model(model: &Path, target: &EnvTarget) -> Result<CheckReport> {
     let checks = names
         .into_iter()
         .map(|behavior| {
-            let violations = check(interface, &environment.behavior_specs()[&behavior]);
-            BehaviorCheck { behavior, violations }
+            let spec = environment.behavior_specs()[&behavior].clone();
+            let violations = check(interface, &spec);
+            BehaviorCheck { behavior, violations, spec }
         })
         .collect();
     environment.close()?;

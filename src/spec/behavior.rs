@@ -200,3 +200,64 @@ mod tests {
         assert!(a.is_hybrid());
     }
 }
+
+/// One observation of a behavior-spec file: its shape (`[size]`, `[height, width, channels]`,
+/// or `[count, size]`) and, optionally, the sensor's name.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ObservationEntry {
+    shape: Vec<usize>,
+    #[serde(default)]
+    name: String,
+    /// Accepted (as `check --env --json` prints them) and derived from the shape instead.
+    #[serde(default, rename = "dimension_properties")]
+    _dimension_properties: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "observation_type")]
+    _observation_type: Option<serde::de::IgnoredAny>,
+}
+
+/// A behavior-spec file (`--behavior-spec FILE.json`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BehaviorSpecFile {
+    observation_specs: Vec<ObservationEntry>,
+    action_spec: ActionSpec,
+}
+
+impl BehaviorSpec {
+    /// Reads a behavior spec from JSON: `{"observation_specs": [{"shape": [8], "name":
+    /// "VectorSensor"}, ...], "action_spec": {"continuous_size": 2, "discrete_branches": []}}`,
+    /// the observations in the order the environment reports them (`mlagents-run check MODEL
+    /// --env ENV --json` prints each behavior's spec in this shape, under `"spec"`).
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        let file: BehaviorSpecFile = serde_json::from_str(text).map_err(|e| format!("not a behavior spec: {e}"))?;
+        let mut observation_specs = vec![];
+        for (i, o) in file.observation_specs.into_iter().enumerate() {
+            let name = if o.name.is_empty() { format!("observation_{i}") } else { o.name };
+            observation_specs.push(match o.shape[..] {
+                [size] => ObservationSpec::vector(size, &name),
+                [h, w, c] => ObservationSpec::visual_hwc(h, w, c, &name),
+                [count, size] => ObservationSpec {
+                    shape: vec![count, size],
+                    dimension_properties: vec![DimensionProperty::VariableSize, DimensionProperty::None],
+                    observation_type: ObservationType::Default,
+                    name,
+                },
+                _ => return Err(format!("observation {i} ({name}): shape {:?} is not [size], [count, size] or [height, width, channels]", o.shape)),
+            });
+            if observation_specs[i].is_empty() {
+                return Err(format!("observation {i}: shape {:?} has no values", observation_specs[i].shape));
+            }
+        }
+        if file.action_spec.discrete_branches.contains(&0) {
+            return Err(format!("action_spec: a discrete branch of size 0 in {:?}", file.action_spec.discrete_branches));
+        }
+        Ok(Self { observation_specs, action_spec: file.action_spec })
+    }
+
+    /// Reads a behavior-spec file ([`Self::from_json`]); errors name the file.
+    pub fn read_file(path: &std::path::Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read behavior spec {}: {e}", path.display()))?;
+        Self::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
