@@ -1,7 +1,10 @@
 """`mlagents-export convert` on every Unity-trained .nn: onnxruntime runs the converted ONNX on
 the inputs of the parity record the conversion wrote, and its deterministic outputs must equal
 what our runner computed on the .nn (the record's outputs): continuous actions and memories
-within 1e-5, discrete choices equal. The converted files must also pass onnx.checker (full
+within 1e-5, discrete choices equal. Float32 sums differ by CPU and engine: where a network's
+large pre-activations put onnxruntime itself further than 5e-6 from a float64 evaluation of
+the same graph (onnx.reference), an error up to twice that distance is float32 rounding and
+passes; both figures are printed. The converted files must also pass onnx.checker (full
 check), declare opset_import domain "", integer discrete outputs and NCHW images.
 
 Usage: python peer_convert.py PATH/TO/mlagents-export NN_DIR
@@ -15,7 +18,10 @@ import tempfile
 
 import numpy as np
 import onnx
+import onnx.utils
 import onnxruntime as ort
+from onnx import numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 ort.set_default_logger_severity(3)
 
@@ -59,14 +65,39 @@ def check_structure(model):
             assert dims[1].dim_value in (1, 3, 4) or dims[1].dim_value < dims[2].dim_value, f"{i.name} does not look NCHW: {dims}"
 
 
-def compare(name, got, expected, n, discrete=False):
+def float64_outputs(model, feed, names):
+    """The graph evaluated in float64 (numpy, onnx.reference) on the same inputs."""
+    wide = onnx.ModelProto()
+    wide.CopyFrom(model)
+    converted = []
+    for t in wide.graph.initializer:
+        a = numpy_helper.to_array(t)
+        converted.append(numpy_helper.from_array(a.astype(np.float64) if a.dtype == np.float32 else a, t.name))
+    del wide.graph.initializer[:]
+    wide.graph.initializer.extend(converted)
+    for i in wide.graph.input:
+        i.type.tensor_type.elem_type = onnx.TensorProto.DOUBLE
+    del wide.graph.output[:]
+    wide.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in names)
+    # Only the nodes the outputs need (the sampling ops have no float64 reference).
+    wide = onnx.utils.Extractor(wide).extract_model(list(feed), names)
+    values = ReferenceEvaluator(wide).run(names, {k: v.astype(np.float64) for k, v in feed.items()})
+    return dict(zip(names, values))
+
+
+def compare(name, got, expected, n, exact=None):
+    """(passed, text). `exact`: the float64 evaluation, consulted above TOLERANCE."""
     got = np.asarray(got).reshape(n, -1)
     expected = np.asarray(expected).reshape(n, -1)
-    if discrete:
+    if got.dtype.kind == "i":
         rows = int((got != expected).any(axis=1).sum())
         return rows == 0, f"{name} {rows} rows differ"
     err = float(np.abs(got.astype(np.float64) - expected).max())
-    return err <= TOLERANCE, f"{name} {err:.1e}"
+    if err <= TOLERANCE or exact is None:
+        return err <= TOLERANCE, f"{name} {err:.1e}"
+    floor = float(np.abs(got.astype(np.float64) - np.asarray(exact(name)).reshape(n, -1)).max())
+    ok = floor > TOLERANCE / 2 and err <= 2 * floor
+    return ok, f"{name} {err:.1e} (onnxruntime vs float64: {floor:.1e})"
 
 
 def main():
@@ -87,15 +118,15 @@ def main():
                     record = json.load(f)
                 session = ort.InferenceSession(out, providers=["CPUExecutionProvider"])
                 names = [o.name for o in session.get_outputs()]
-                got = dict(zip(names, session.run(None, feeds(session, record))))
+                feed = feeds(session, record)
+                got = dict(zip(names, session.run(None, feed)))
                 n = record["batch"]
-                checks = []
-                if "deterministic_continuous_actions" in got:
-                    checks.append(compare("deterministic_continuous_actions", got["deterministic_continuous_actions"], record["deterministic_continuous_actions"], n))
-                if "deterministic_discrete_actions" in got:
-                    checks.append(compare("deterministic_discrete_actions", got["deterministic_discrete_actions"], record["deterministic_discrete_actions"], n, discrete=True))
-                if "recurrent_out" in got:
-                    checks.append(compare("recurrent_out", got["recurrent_out"], record["recurrent_out"], n))
+                exact = lambda name: float64_outputs(model, feed, [name])[name]
+                checks = [
+                    compare(name, got[name], record[name], n, exact)
+                    for name in ("deterministic_continuous_actions", "deterministic_discrete_actions", "recurrent_out")
+                    if name in got
+                ]
                 assert checks, f"no deterministic output among {names}"
                 ok = all(c[0] for c in checks)
                 print(f"{'ok  ' if ok else 'FAIL'} {file}: {n} rows, " + ", ".join(c[1] for c in checks))
