@@ -1,10 +1,10 @@
 //! Writes the failing fixtures of the Unity compatibility checker (tests/fixtures/compat/):
 //! one small model per row of unity-import.md §4 that an offline check can see, each a
 //! minimal ML-Agents policy with one fault, and `expected.tsv`: file, target, the rule that
-//! must report it and Unity's text for it (`-` where Unity prints none).
+//! must report it, its severity and Unity's text for it (`-` where Unity prints none).
 //! Usage: cargo run --example compat_fixtures [OUT_DIR]   (default tests/fixtures/compat)
 
-use mlagents::onnx::{attr_float, attr_int, value_info, GraphBuilder, FLOAT};
+use mlagents::onnx::{attr_float, attr_int, attr_ints, value_info, GraphBuilder, FLOAT};
 use prost::Message;
 use std::path::PathBuf;
 use tract_onnx::pb::ModelProto;
@@ -50,6 +50,15 @@ fn drop_constant(b: &mut GraphBuilder, outputs: &mut Vec<String>, name: &str) {
     outputs.retain(|o| o != name);
 }
 
+/// `obs_0` `[N, 2]` as an image `[N, 2, 1, 1]` through a 1x1 convolution of 4 channels:
+/// returns the convolution's output.
+fn convolution(b: &mut GraphBuilder) -> String {
+    let shape = b.constant_i64("image_shape", &[4], vec![-1, 2, 1, 1]);
+    let image = b.node("Reshape", vec!["obs_0".into(), shape], vec![], "image");
+    let kernel = b.constant("kernel", &[4, 2, 1, 1], vec![0.1; 8]);
+    b.node("Conv", vec![image, kernel], vec![attr_ints("kernel_shape", &[1, 1])], "conv")
+}
+
 /// Adds a node reading the action, listed as an extra output.
 fn extra_node(b: &mut GraphBuilder, outputs: &mut Vec<String>, op: &str, attributes: Vec<tract_onnx::pb::AttributeProto>, extra_inputs: Vec<String>, action: &str) {
     let mut inputs = vec![action.to_string()];
@@ -57,6 +66,10 @@ fn extra_node(b: &mut GraphBuilder, outputs: &mut Vec<String>, op: &str, attribu
     let out = b.node(op, inputs, attributes, &op.to_lowercase());
     outputs.push(out);
 }
+
+/// The fixtures whose rule is a warning (the spec's detection for §4 row 10 is a warning: the
+/// same pattern loads in some Barracuda releases).
+const WARNINGS: &[&str] = &["row10_reshape_after_conv.onnx"];
 
 fn main() {
     let dir = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "tests/fixtures/compat".into()));
@@ -92,6 +105,56 @@ fn main() {
             "P5",
             "Unexpected error while parsing layer split#3_node of type Split. Unsupported default attribute split for node split#3_node of type Split. Value is required.",
         ),
+        (
+            "row08_rank_5.onnx",
+            policy(api3, |b, o| {
+                let mut x = "continuous_actions".to_string();
+                for _ in 0..3 {
+                    x = b.node("Unsqueeze", vec![x], vec![attr_ints("axes", &[1])], "unsqueeze");
+                }
+                o.push(x);
+            }),
+            "barracuda@1.0.4",
+            "O7",
+            "Only tensors of rank 4 or less are supported, but got rank 5",
+        ),
+        (
+            "row09_gemm_size_mismatch.onnx",
+            policy(api3, |b, o| {
+                let conv = convolution(b);
+                let flat = b.node("Flatten", vec![conv], vec![attr_int("axis", 1)], "flat");
+                let weights = b.constant("Wg", &[5, 1], vec![0.5; 5]);
+                let out = b.node("Gemm", vec![flat, weights], vec![], "gemm");
+                o.push(out);
+            }),
+            "ml-agents@2.0.1",
+            "O6",
+            "Unexpected error while parsing layer gemm#8_node of type Gemm. Assertion failure. Values are not equal. Expected: 4 == 5",
+        ),
+        (
+            "row10_reshape_after_conv.onnx",
+            policy(api3, |b, o| {
+                let conv = convolution(b);
+                let shape = b.constant_i64("shape", &[3], vec![-1, 4, 1]);
+                let out = b.node("Reshape", vec![conv, shape], vec![], "reshape");
+                o.push(out);
+            }),
+            "ml-agents@2.0.0-exp.1",
+            "O7",
+            "Unexpected error while evaluating model output version_number. System.ArgumentException: Cannot reshape array of size",
+        ),
+        (
+            "row12_dynamic_expand.onnx",
+            policy(api3, |b, o| {
+                let shape = b.node("Shape", vec!["obs_0".into()], vec![], "shape");
+                let one = b.constant("one", &[1], vec![1.0]);
+                let out = b.node("Expand", vec![one, shape], vec![], "expand");
+                o.push(out);
+            }),
+            "barracuda@1.0.4",
+            "P6",
+            "-",
+        ),
         ("row11_onnx_named_nn.nn", policy(api3, |_, _| {}), "ml-agents@2.0.1", "F1", "NotSupportedException: Format version not supported: FORMAT_VERSION"),
         (
             "row13_gemm_alpha.onnx",
@@ -112,18 +175,19 @@ fn main() {
             "Models from com.unity.ml-agents 1.x that use recurrent neural networks are not supported in newer versions. Either retrain with an newer trainer, or use an older version of com.unity.ml-agents.",
         ),
     ];
-    let mut expected = String::from("# file\ttarget\trule\tUnity's message (- for none); written by examples/compat_fixtures.rs\n");
+    let mut expected = String::from("# file\ttarget\trule\tseverity\tUnity's message (- for none); written by examples/compat_fixtures.rs\n");
     for (file, model, target, rule, unity) in cases {
         let bytes = model.encode_to_vec();
         // Unity reads an ONNX file named .nn as a .nn: its first int64, modulo 255.
         let unity = unity.replace("FORMAT_VERSION", &(i64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) % 255).to_string());
         std::fs::write(dir.join(file), &bytes).expect("write fixture");
-        expected += &format!("{file}\t{target}\t{rule}\t{unity}\n");
+        let severity = if WARNINGS.contains(&file) { "warning" } else { "error" };
+        expected += &format!("{file}\t{target}\t{rule}\t{severity}\t{unity}\n");
     }
     // Row 15: a .nn in ML-Agents 3.x (our golden 3DBall export).
     let nn = std::fs::read("models/golden/continuous/run/3DBall.nn").expect("models/golden/continuous/run/3DBall.nn (run from the repository root)");
     std::fs::write(dir.join("row15_nn_in_3x.nn"), nn).expect("write fixture");
-    expected += "row15_nn_in_3x.nn\tml-agents@3.0.0\tF2\t-\n";
+    expected += "row15_nn_in_3x.nn\tml-agents@3.0.0\tF2\terror\t-\n";
     std::fs::write(dir.join("expected.tsv"), expected).expect("write expected.tsv");
     println!("wrote {}", dir.display());
 }

@@ -175,21 +175,22 @@ fn bad_input_gets_clear_errors() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// One failing fixture per row of unity-import.md §4 that an offline check can see (made by
-/// examples/compat_fixtures.rs): each is reported with its rule and Unity's exact text.
+/// One failing fixture per row of unity-import.md §4 (made by examples/compat_fixtures.rs):
+/// each is reported with its rule, its severity and Unity's exact text, and every row has one.
 #[test]
 fn every_fixture_gets_its_rule_and_unity_text() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compat");
     let expected = std::fs::read_to_string(dir.join("expected.tsv")).unwrap();
-    let mut rows = 0;
+    let mut rows = std::collections::BTreeSet::new();
     for line in expected.lines().filter(|l| !l.starts_with('#')) {
-        let [file, target, rule, unity]: [&str; 4] = line.split('\t').collect::<Vec<_>>().try_into().unwrap_or_else(|_| panic!("{line}"));
+        let [file, target, rule, severity, unity]: [&str; 5] = line.split('\t').collect::<Vec<_>>().try_into().unwrap_or_else(|_| panic!("{line}"));
+        let severity = if severity == "warning" { Severity::Warning } else { Severity::Error };
         let report = check_file(&dir.join(file), &resolve_targets(&[target.to_string()]).unwrap()).unwrap();
-        let found = report.targets[0].findings.iter().any(|f| f.id == rule && f.severity == Severity::Error && (unity == "-" || f.unity_message.as_deref() == Some(&unity.replace("\\n", "\n"))));
-        assert!(found, "{file} against {target}: no {rule} error with Unity's text {unity:?}:\n{}", report.text());
-        rows += 1;
+        let found = report.targets[0].findings.iter().any(|f| f.id == rule && f.severity == severity && (unity == "-" || f.unity_message.as_deref() == Some(&unity.replace("\\n", "\n"))));
+        assert!(found, "{file} against {target}: no {rule} {severity:?} with Unity's text {unity:?}:\n{}", report.text());
+        rows.insert(file[3..5].parse::<usize>().unwrap());
     }
-    assert!(rows >= 14, "{rows} fixtures");
+    assert_eq!(rows, (1..=15).collect(), "the rows of §4 with a fixture");
 }
 
 /// Our `--onnx-api 2` exports load in every Barracuda-era com.unity.ml-agents bucket: the

@@ -308,11 +308,7 @@ impl Builder<'_> {
             vec![attr_float("low", mean), attr_float("high", mean + scale)]
         };
         attrs.extend(seed);
-        // Drawn as [N, values per row] (the shape of the runner's noise input), then reshaped.
-        let rows = self.flat(x.clone(), &layer.name);
-        let draws = self.node(if normal { "RandomNormalLike" } else { "RandomUniformLike" }, vec![rows], attrs, &layer.name);
-        let shape = self.node("Shape", vec![x], vec![], &layer.name);
-        Ok(self.node("Reshape", vec![draws, shape], vec![], &layer.name))
+        Ok(self.node(if normal { "RandomNormalLike" } else { "RandomUniformLike" }, vec![x], attrs, &layer.name))
     }
 
     /// Add, Sub, Mul, Div, Pow, Min, Max folded over the arguments; Mean as their sum

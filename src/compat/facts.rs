@@ -67,6 +67,8 @@ pub enum Attribute {
     Int(i64),
     Float(f32),
     Ints(Vec<i64>),
+    Text(String),
+    Texts(Vec<String>),
     Other,
 }
 
@@ -77,7 +79,8 @@ pub struct Operation {
     pub op_type: String,
     pub domain: String,
     pub inputs: Vec<String>,
-    /// ONNX attributes by name (`.nn`: none).
+    pub outputs: Vec<String>,
+    /// ONNX attributes by name (`.nn`: `axis` for the layers that have one).
     pub attributes: BTreeMap<String, Attribute>,
     /// A `.nn` layer's fused activation (None: none, and for ONNX nodes).
     pub activation: Option<String>,
@@ -97,6 +100,25 @@ impl Operation {
             _ => None,
         }
     }
+
+    pub fn text(&self, name: &str) -> Option<&str> {
+        match self.attributes.get(name) {
+            Some(Attribute::Text(v)) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// How an ONNX initializer is stored (rules O4, O5).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredTensor {
+    pub name: String,
+    pub element_type: i32,
+    pub dims: Vec<i64>,
+    /// Its data lives in an external file.
+    pub external: bool,
+    /// Its data is in the `double_data` field.
+    pub double_data: bool,
 }
 
 /// What the rules read.
@@ -117,6 +139,19 @@ pub struct ModelFacts {
     pub memories: Vec<(String, String)>,
     /// ONNX: the dims of every constant tensor (initializers and `Constant` outputs).
     pub constants: BTreeMap<String, Vec<i64>>,
+    /// The declared dims of each input and output (None: symbolic or unknown; `.nn`: the
+    /// declared shape, batch first).
+    pub input_dims: BTreeMap<String, Vec<Option<i64>>>,
+    pub output_dims: BTreeMap<String, Vec<Option<i64>>>,
+    /// ONNX: how each initializer is stored.
+    pub initializers: Vec<StoredTensor>,
+    /// ONNX: model-local functions and sparse initializers (rule O4).
+    pub functions: usize,
+    pub sparse_initializers: usize,
+    /// `.nn`: each Load-layer dataset's name and shape (rules N2, N5).
+    pub nn_datasets: Vec<(String, Vec<i32>)>,
+    /// `.nn`: the names (layers, inputs, outputs, tensors, memories) that are not ASCII.
+    pub non_ascii_names: Vec<String>,
 }
 
 impl ModelFacts {
@@ -167,7 +202,8 @@ fn nn_facts(model: &NnModel) -> ModelFacts {
                 op_type: format!("{:?}", l.layer_type),
                 domain: String::new(),
                 inputs: l.inputs.clone(),
-                attributes: BTreeMap::new(),
+                outputs: vec![l.name.clone()],
+                attributes: has_axis(l.layer_type).then(|| ("axis".to_string(), Attribute::Int(l.axis as i64))).into_iter().collect(),
                 activation: (l.activation != barracuda::Activation::None).then(|| format!("{:?}", l.activation)),
             })
             .collect(),
@@ -176,6 +212,42 @@ fn nn_facts(model: &NnModel) -> ModelFacts {
         metadata,
         memories: model.memories.iter().map(|m| (m.input.clone(), m.output.clone())).collect(),
         constants: BTreeMap::new(),
+        input_dims: model.inputs.iter().map(|i| (i.name.clone(), i.shape.iter().map(|d| (*d > 0).then_some(*d as i64)).collect())).collect(),
+        output_dims: BTreeMap::new(),
+        initializers: vec![],
+        functions: 0,
+        sparse_initializers: 0,
+        nn_datasets: model.layers.iter().filter(|l| l.layer_type == LayerType::Load).flat_map(|l| l.tensors.iter().map(|t| (t.name.clone(), t.shape.clone()))).collect(),
+        non_ascii_names: nn_names(model).filter(|n| !n.is_ascii()).map(str::to_string).collect(),
+    }
+}
+
+/// `.nn` layers whose `axis` field means something (barracuda-nn.md §7).
+fn has_axis(kind: LayerType) -> bool {
+    matches!(kind, LayerType::Concat | LayerType::Gather | LayerType::ReduceSum | LayerType::ReduceMean | LayerType::ReduceMax | LayerType::ReduceMin | LayerType::ReduceProd)
+}
+
+/// Every string of a `.nn` that names something.
+fn nn_names(model: &NnModel) -> impl Iterator<Item = &str> {
+    let layers = model.layers.iter().flat_map(|l| std::iter::once(l.name.as_str()).chain(l.inputs.iter().map(String::as_str)).chain(l.tensors.iter().map(|t| t.name.as_str())));
+    let memories = model.memories.iter().flat_map(|m| [m.input.as_str(), m.output.as_str()]);
+    model.inputs.iter().map(|i| i.name.as_str()).chain(model.outputs.iter().map(String::as_str)).chain(memories).chain(layers)
+}
+
+/// A value's declared dims (None where symbolic or absent).
+fn declared_dims(v: &tract_onnx::pb::ValueInfoProto) -> Vec<Option<i64>> {
+    use tract_onnx::pb::tensor_shape_proto::dimension::Value;
+    match v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(tract_onnx::pb::type_proto::Value::TensorType(t)) => t
+            .shape
+            .iter()
+            .flat_map(|s| s.dim.iter())
+            .map(|d| match d.value {
+                Some(Value::DimValue(v)) if v > 0 => Some(v),
+                _ => None,
+            })
+            .collect(),
+        _ => vec![],
     }
 }
 
@@ -244,6 +316,23 @@ fn onnx_facts(model: &ModelProto) -> ModelFacts {
             .map(|t| (t.name.clone(), t.dims.clone()))
             .chain(graph.node.iter().filter(|n| n.op_type == "Constant").filter_map(|n| Some((n.output.first()?.clone(), constant_of(n)?.dims))))
             .collect(),
+        input_dims: graph.input.iter().map(|i| (i.name.clone(), declared_dims(i))).collect(),
+        output_dims: graph.output.iter().map(|o| (o.name.clone(), declared_dims(o))).collect(),
+        initializers: graph
+            .initializer
+            .iter()
+            .map(|t| StoredTensor {
+                name: t.name.clone(),
+                element_type: t.data_type,
+                dims: t.dims.clone(),
+                external: t.data_location == Some(1) || !t.external_data.is_empty(),
+                double_data: !t.double_data.is_empty(),
+            })
+            .collect(),
+        functions: model.functions.len(),
+        sparse_initializers: graph.sparse_initializer.len(),
+        nn_datasets: vec![],
+        non_ascii_names: vec![],
     }
 }
 
@@ -257,6 +346,8 @@ fn operation(node: &tract_onnx::pb::NodeProto) -> Operation {
                 Ok(AttributeType::Int) => Attribute::Int(a.i),
                 Ok(AttributeType::Float) => Attribute::Float(a.f),
                 Ok(AttributeType::Ints) => Attribute::Ints(a.ints.clone()),
+                Ok(AttributeType::String) => Attribute::Text(String::from_utf8_lossy(&a.s).into_owned()),
+                Ok(AttributeType::Strings) => Attribute::Texts(a.strings.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect()),
                 // Old exporters leave the type unset: the field that holds a value tells.
                 Ok(AttributeType::Undefined) if !a.ints.is_empty() => Attribute::Ints(a.ints.clone()),
                 Ok(AttributeType::Undefined) if a.f != 0.0 => Attribute::Float(a.f),
@@ -266,5 +357,13 @@ fn operation(node: &tract_onnx::pb::NodeProto) -> Operation {
             (a.name.clone(), value)
         })
         .collect();
-    Operation { name: node.name.clone(), op_type: node.op_type.clone(), domain: node.domain.clone(), inputs: node.input.clone(), attributes, activation: None }
+    Operation {
+        name: node.name.clone(),
+        op_type: node.op_type.clone(),
+        domain: node.domain.clone(),
+        inputs: node.input.clone(),
+        outputs: node.output.clone(),
+        attributes,
+        activation: None,
+    }
 }

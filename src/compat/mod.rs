@@ -12,8 +12,12 @@
 
 pub mod attributes;
 pub mod facts;
+pub mod graph_rules;
+pub mod interface_rules;
+pub mod nn_rules;
 pub mod probe;
 pub mod rules;
+pub mod shapes;
 pub mod targets;
 pub mod version;
 
@@ -138,6 +142,23 @@ pub fn resolve_targets(names: &[String]) -> Result<Vec<Target>, String> {
 /// Checks the bytes of the model file `label` (its name only says what Unity would take it
 /// for) against each target. An error when the content is no readable model at all.
 pub fn check_bytes(bytes: &[u8], label: &str, targets: &[Target]) -> Result<CompatibilityReport, String> {
+    check_model_bytes(bytes, label, targets, None)
+}
+
+/// Unity's checks of the model against a behavior spec (rule M11), made once for every target.
+fn spec_findings(bytes: &[u8], label: &str, spec: &crate::spec::BehaviorSpec) -> Vec<Finding> {
+    let options = crate::run::LoadOptions { deterministic: true, ..Default::default() };
+    let violations = crate::run::Policy::from_bytes(bytes, std::path::Path::new(label), options).and_then(|p| p.interface().map(|i| crate::run::check(i, spec)));
+    let mut out = vec![];
+    match violations {
+        Ok(v) => interface_rules::against_spec(&v, &mut out),
+        Err(e) => out.push(Finding::new("M11", Severity::Warning, format!("the model could not be checked against the behavior spec: {e}"), None)),
+    }
+    out
+}
+
+/// [`check_bytes`], and with `behavior_spec` also Unity's checks against that behavior (M11).
+pub fn check_model_bytes(bytes: &[u8], label: &str, targets: &[Target], behavior_spec: Option<&crate::spec::BehaviorSpec>) -> Result<CompatibilityReport, String> {
     if bytes.is_empty() {
         return Err(format!("{label}: the file is empty"));
     }
@@ -145,6 +166,8 @@ pub fn check_bytes(bytes: &[u8], label: &str, targets: &[Target]) -> Result<Comp
     let format = ModelFormat::of_content(bytes).unwrap_or(named);
     let model_facts = facts::read(bytes, format).map_err(|e| format!("{label}: {e}"))?;
     let container = rules::Container { format, named, leading_int64: bytes.get(..8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))) };
+    let inferred = shapes::infer(bytes, &model_facts);
+    let against_spec = behavior_spec.map(|spec| spec_findings(bytes, label, spec));
     // The probe run is the same for every target that makes it: run once.
     let mut probe_findings: Option<Vec<Finding>> = None;
     let mut reports = vec![];
@@ -155,8 +178,15 @@ pub fn check_bytes(bytes: &[u8], label: &str, targets: &[Target]) -> Result<Comp
         rules::operators(&model_facts, target, &mut findings);
         rules::opsets(&model_facts, target, &mut findings);
         attributes::barracuda_attributes(&model_facts, target, &mut findings);
+        graph_rules::structure(&model_facts, target, &mut findings);
+        graph_rules::operator_inputs(&model_facts, target, &mut findings);
+        shapes::shape_rules(&model_facts, &inferred, target, &mut findings);
+        nn_rules::nn_file(&model_facts, target, &mut findings);
         if let Some((_, bucket)) = &target.ml_agents {
             rules::ml_agents(&model_facts, *bucket, &mut findings);
+            nn_rules::nn_interface(&model_facts, *bucket, &mut findings);
+            interface_rules::input_shapes(&model_facts, *bucket, &mut findings);
+            findings.extend(against_spec.iter().flatten().cloned());
             if *bucket >= targets::MlAgentsBucket::M7 && format == ModelFormat::Onnx {
                 findings.extend(probe_findings.get_or_insert_with(|| probe::probe(bytes, label, &model_facts)).iter().cloned());
             }
@@ -173,6 +203,11 @@ pub fn check_bytes(bytes: &[u8], label: &str, targets: &[Target]) -> Result<Comp
 
 /// [`check_bytes`] on a file.
 pub fn check_file(path: &std::path::Path, targets: &[Target]) -> Result<CompatibilityReport, String> {
+    check_file_against(path, targets, None)
+}
+
+/// [`check_model_bytes`] on a file.
+pub fn check_file_against(path: &std::path::Path, targets: &[Target], behavior_spec: Option<&crate::spec::BehaviorSpec>) -> Result<CompatibilityReport, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    check_bytes(&bytes, &path.display().to_string(), targets)
+    check_model_bytes(&bytes, &path.display().to_string(), targets, behavior_spec)
 }

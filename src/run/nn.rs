@@ -190,7 +190,7 @@ impl NnPolicy {
             }
         }
         if let Some(noise) = inputs.get(NOISE_INPUT) {
-            // The lowering draws noise as [N, values per row].
+            // [N, values per row], reshaped to each random layer's shape in the graph.
             fed.insert(NOISE_INPUT.into(), noise.clone());
         }
         let mut out = self.inner.run(&fed)?;

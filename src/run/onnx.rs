@@ -53,7 +53,7 @@ pub struct LoadOptions {
     pub seed: Option<u32>,
     /// Take the randomness from extra inputs instead of drawing it, so that sampled actions
     /// become reproducible for parity checks against recorded noise: the Gaussian noise from
-    /// [`NOISE_INPUT`] (`RandomNormalLike` becomes an `Identity` of it), and each discrete
+    /// [`NOISE_INPUT`] (each `RandomNormalLike` becomes a `Reshape` of it to its input's shape), and each discrete
     /// branch's draw from column b of [`UNIFORM_INPUT`] (the b-th `Multinomial` becomes an
     /// inverse-CDF sampler: the number of cumulative probabilities below u).
     pub noise_input: bool,
@@ -467,13 +467,10 @@ fn rewrite_for_tract(graph: &mut pb::GraphProto, opset: i64, options: LoadOption
         replace_multinomials(graph, opset);
     }
     super::exact::exact_activations(graph);
+    if options.noise_input {
+        feed_noise(graph);
+    }
     for node in &mut graph.node {
-        if options.noise_input && node.op_type == "RandomNormalLike" {
-            node.op_type = "Identity".into();
-            node.input = vec![NOISE_INPUT.into()];
-            node.attribute.clear();
-            continue;
-        }
         if node.op_type.ends_with("Like") && !node.name.ends_with("Like") {
             node.name.push_str("_Like");
         }
@@ -505,6 +502,24 @@ fn rewrite_for_tract(graph: &mut pb::GraphProto, opset: i64, options: LoadOption
             _ => {}
         }
     }
+}
+
+/// Makes every `RandomNormalLike` draw [`NOISE_INPUT`] (`[batch, values per row]`) reshaped
+/// to its input's shape.
+fn feed_noise(graph: &mut pb::GraphProto) {
+    let mut rewritten = Vec::with_capacity(graph.node.len());
+    for mut node in std::mem::take(&mut graph.node) {
+        if node.op_type == "RandomNormalLike" && !node.input.is_empty() && !node.output.is_empty() {
+            let shape = format!("{}/noise_shape", node.output[0]);
+            rewritten.push(pb::NodeProto { op_type: "Shape".into(), name: shape.clone(), input: vec![node.input[0].clone()], output: vec![shape.clone()], ..Default::default() });
+            node.op_type = "Reshape".into();
+            node.input = vec![NOISE_INPUT.into(), shape];
+            node.attribute.clear();
+            node.name.push_str("/noise");
+        }
+        rewritten.push(node);
+    }
+    graph.node = rewritten;
 }
 
 /// Replaces the b-th `Multinomial` (in graph order, as the branches are) by an inverse-CDF

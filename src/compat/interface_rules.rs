@@ -1,0 +1,60 @@
+//! The ML-Agents interface rules on shapes (unity-import.md §5.2 M10) and against a behavior
+//! spec (M11: Unity's own checks of the model against the agent's sensors and actuators).
+
+use super::facts::ModelFacts;
+use super::targets::MlAgentsBucket;
+use super::{Finding, Severity};
+use crate::run::ModelFormat;
+use crate::spec::model::{self as names, ModelInput};
+
+fn finding(severity: Severity, message: String) -> Finding {
+    Finding::new("M10", severity, message, None)
+}
+
+/// M10: the ranks and dims of an ONNX model's ML-Agents inputs and memory output.
+pub fn input_shapes(facts: &ModelFacts, bucket: MlAgentsBucket, out: &mut Vec<Finding>) {
+    if facts.format != ModelFormat::Onnx {
+        return;
+    }
+    let memory = facts.constant(names::MEMORY_SIZE).unwrap_or(0.0) as i64;
+    for (name, dims) in &facts.input_dims {
+        let Some(kind) = ModelInput::parse(name) else { continue };
+        if dims.is_empty() {
+            continue;
+        }
+        if let Some(Some(batch)) = dims.first() {
+            out.push(finding(Severity::Warning, format!("input {name} has a fixed batch of {batch}; Unity feeds one row per agent deciding: make dim 0 symbolic")));
+        }
+        let rank = dims.len();
+        match kind {
+            ModelInput::Observation(_) if !(2..=4).contains(&rank) => out.push(finding(Severity::Error, format!("input {name} has rank {rank}; an observation is [batch, size], [batch, rows, size] or [batch, C, H, W]"))),
+            ModelInput::Observation(_) | ModelInput::VisualObservation(_) if rank == 4 && looks_channels_last(dims) => {
+                out.push(finding(Severity::Warning, format!("input {name} is {dims:?}, which looks like [batch, H, W, C]; Unity feeds ONNX models images as [batch, C, H, W]")))
+            }
+            ModelInput::ActionMasks | ModelInput::VectorObservation if rank != 2 => out.push(finding(Severity::Error, format!("input {name} has rank {rank}; Unity feeds it as [batch, size]"))),
+            ModelInput::RecurrentIn if bucket >= MlAgentsBucket::M6 && (rank != 3 || dims[2].is_some_and(|m| m != memory)) => {
+                out.push(finding(Severity::Error, format!("input {name} is {dims:?}; the Sentis-era memory code feeds [batch, 1, memory_size] = [batch, 1, {memory}]")))
+            }
+            _ => {}
+        }
+    }
+    if let Some(dims) = facts.output_dims.get(names::RECURRENT_OUT).filter(|d| !d.is_empty()) {
+        if bucket >= MlAgentsBucket::M6 && (dims.len() != 3 || dims[2].is_some_and(|m| m != memory)) {
+            out.push(finding(Severity::Error, format!("output {} is {dims:?}; the Sentis-era memory code reads [batch, 1, memory_size] = [batch, 1, {memory}]", names::RECURRENT_OUT)));
+        }
+    }
+}
+
+/// Channels last: the last dim is a channel count (1, 3 or 4) and the second is not.
+fn looks_channels_last(dims: &[Option<i64>]) -> bool {
+    let channels = |d: Option<i64>| matches!(d, Some(1 | 3 | 4));
+    channels(dims[3]) && !channels(dims[1]) && dims[1].is_some()
+}
+
+/// M11: Unity's checks of the model against the behavior spec (`violations`, from
+/// [`crate::run::check`]), each an error.
+pub fn against_spec(violations: &[String], out: &mut Vec<Finding>) {
+    for v in violations {
+        out.push(Finding::new("M11", Severity::Error, format!("against the behavior spec: {v}"), None));
+    }
+}
