@@ -12,7 +12,7 @@ use mlagents::compat::{check_file, resolve_targets};
 use mlagents::export::convert::{convert_nn, ConvertError, ConvertOptions};
 use mlagents::onnx::export::OnnxApi;
 use mlagents::policy::parity::ParityRecord;
-use mlagents::run::{check_parity, play, LoadOptions, PlayReport, Policy, PolicyDriver};
+use mlagents::run::{check_parity, LoadOptions, Policy};
 use mlagents::spec::BehaviorSpec;
 use std::path::{Path, PathBuf};
 
@@ -57,18 +57,6 @@ fn every_real_nn_converts_passes_parity_and_loads_in_ml_agents_3_and_4() {
     }
 }
 
-fn play_deterministic(model: &Path, scene: &str) -> PlayReport {
-    let policy = Policy::load(model, LoadOptions { deterministic: true, ..Default::default() }).unwrap();
-    let mut env = common::start(scene);
-    env.reset().unwrap();
-    let behavior = env.behavior_names()[0].clone();
-    let spec = env.behavior_specs()[&behavior].clone();
-    let mut driver = PolicyDriver::new(policy, &behavior, &spec, true, 1).unwrap();
-    let report = play(&mut env, &mut driver, 20, 20_000).unwrap();
-    env.close().unwrap();
-    report
-}
-
 #[test]
 fn converted_unity_policies_score_as_the_nn_does() {
     let dir = temp_dir("convert-play");
@@ -76,7 +64,7 @@ fn converted_unity_policies_score_as_the_nn_does() {
         let nn = models_dir().join(format!("nn/{name}.nn"));
         let onnx = dir.join(format!("{name}.onnx"));
         convert_nn(&nn, &onnx, &ConvertOptions::default()).unwrap();
-        let (a, b) = (play_deterministic(&nn, scene), play_deterministic(&onnx, scene));
+        let (a, b) = (common::play_file(&nn, scene, true), common::play_file(&onnx, scene, true));
         eprintln!("{name} on {scene}: .nn {:.3}, converted {:.3} (20 episodes, deterministic)", a.mean_reward, b.mean_reward);
         assert_eq!(a.episodes, 20);
         assert_eq!(b.episodes, 20);

@@ -10,14 +10,7 @@ use mlagents::run::{play, LoadOptions, Policy, PolicyDriver, PlayReport};
 use common::models_dir;
 
 fn play_model(model: &str, scene: &str, deterministic: bool) -> PlayReport {
-    let policy = Policy::load(&models_dir().join(model), LoadOptions { deterministic, seed: None, ..Default::default() }).unwrap();
-    let mut env = common::start(scene);
-    env.reset().unwrap();
-    let behavior = env.behavior_names()[0].clone();
-    let spec = env.behavior_specs()[&behavior].clone();
-    let mut driver = PolicyDriver::new(policy, &behavior, &spec, deterministic, 1).unwrap();
-    let report = play(&mut env, &mut driver, 20, 20_000).unwrap();
-    env.close().unwrap();
+    let report = common::play_file(&models_dir().join(model), scene, deterministic);
     assert_eq!(report.episodes, 20, "{model}: {report:?}");
     report
 }

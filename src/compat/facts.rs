@@ -251,6 +251,16 @@ fn declared_dims(v: &tract_onnx::pb::ValueInfoProto) -> Vec<Option<i64>> {
     }
 }
 
+fn stored_tensor(t: &TensorProto) -> StoredTensor {
+    StoredTensor {
+        name: t.name.clone(),
+        element_type: t.data_type,
+        dims: t.dims.clone(),
+        external: t.data_location == Some(1) || !t.external_data.is_empty(),
+        double_data: !t.double_data.is_empty(),
+    }
+}
+
 fn onnx_facts(model: &ModelProto) -> ModelFacts {
     let graph = model.graph.clone().unwrap_or_default();
     let element_type = |v: &tract_onnx::pb::ValueInfoProto| match v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
@@ -318,17 +328,7 @@ fn onnx_facts(model: &ModelProto) -> ModelFacts {
             .collect(),
         input_dims: graph.input.iter().map(|i| (i.name.clone(), declared_dims(i))).collect(),
         output_dims: graph.output.iter().map(|o| (o.name.clone(), declared_dims(o))).collect(),
-        initializers: graph
-            .initializer
-            .iter()
-            .map(|t| StoredTensor {
-                name: t.name.clone(),
-                element_type: t.data_type,
-                dims: t.dims.clone(),
-                external: t.data_location == Some(1) || !t.external_data.is_empty(),
-                double_data: !t.double_data.is_empty(),
-            })
-            .collect(),
+        initializers: graph.initializer.iter().map(stored_tensor).collect(),
         functions: model.functions.len(),
         sparse_initializers: graph.sparse_initializer.len(),
         nn_datasets: vec![],

@@ -57,6 +57,20 @@ pub fn assert_passes_unity_checks(policy: mlagents::run::Policy, d: &mlagents::p
     assert_eq!(mlagents::run::check(policy.interface().unwrap(), &vector_behavior_spec(d)), Vec::<String>::new());
 }
 
+/// Plays a model file on a stand-in scene until 20 episodes end (driver seed 1).
+pub fn play_file(model: &std::path::Path, scene: &str, deterministic: bool) -> mlagents::run::PlayReport {
+    use mlagents::run::{play, LoadOptions, Policy, PolicyDriver};
+    let policy = Policy::load(model, LoadOptions { deterministic, ..Default::default() }).unwrap_or_else(|e| panic!("{}: {e}", model.display()));
+    let mut env = start(scene);
+    env.reset().unwrap();
+    let behavior = env.behavior_names()[0].clone();
+    let spec = env.behavior_specs()[&behavior].clone();
+    let mut driver = PolicyDriver::new(policy, &behavior, &spec, deterministic, 1).unwrap();
+    let report = play(&mut env, &mut driver, 20, 20_000).unwrap();
+    env.close().unwrap();
+    report
+}
+
 /// A fresh, empty folder under the system temp folder, unique to this process.
 pub fn temp_dir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("mlagents-{name}-{}", std::process::id()));
