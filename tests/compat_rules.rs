@@ -141,6 +141,34 @@ fn input_shapes() {
     assert!(!has(&model(9, &[-1, 3, 84, 84], |_, _| {}), "ml-agents@4.0.0", "M10", Severity::Warning));
 }
 
+/// M13: a variable-length observation `[N, 4, 3]` read through 0.28's Transpose + Reshape
+/// quirk (`quirk`) or as declared.
+fn buffer_model(quirk: bool) -> Vec<u8> {
+    model(9, &[-1, 2], |b, o| {
+        let mut x = "obs_1".to_string();
+        if quirk {
+            let t = b.node("Transpose", vec![x], vec![attr_ints("perm", &[0, 2, 1])], "quirk");
+            let shape = b.constant_i64("back", &[3], vec![-1, 4, 3]);
+            x = b.node("Reshape", vec![t, shape], vec![], "quirk");
+        }
+        let out = b.node("ReduceSum", vec![x], vec![attr_ints("axes", &[1]), attr_int("keepdims", 0)], "pool");
+        o.push(out);
+    })
+}
+
+#[test]
+fn variable_length_observations_follow_each_era() {
+    let with_buffer = |quirk: bool| {
+        let mut m = <tract_onnx::pb::ModelProto as prost::Message>::decode(buffer_model(quirk).as_slice()).unwrap();
+        m.graph.as_mut().unwrap().input.push(value_info("obs_1", FLOAT, &[-1, 4, 3]));
+        m.encode_to_vec()
+    };
+    assert!(!has(&with_buffer(true), "ml-agents@2.3.0-exp.3", "M13", Severity::Error));
+    assert!(has(&with_buffer(false), "ml-agents@2.3.0-exp.3", "M13", Severity::Error));
+    assert!(has(&with_buffer(true), "ml-agents@4.0.0", "M13", Severity::Error));
+    assert!(!has(&with_buffer(false), "ml-agents@4.0.0", "M13", Severity::Error));
+}
+
 #[test]
 fn nn_strings_axes_metadata_and_memories() {
     let basic = std::fs::read(models_dir().join("nn/Basic.nn")).unwrap();

@@ -1,5 +1,6 @@
-//! The ML-Agents interface rules on shapes (unity-import.md §5.2 M10) and against a behavior
-//! spec (M11: Unity's own checks of the model against the agent's sensors and actuators).
+//! The ML-Agents interface rules on shapes (unity-import.md §5.2 M10), the variable-length
+//! observation layout (M13) and against a behavior spec (M11: Unity's own checks of the
+//! model against the agent's sensors and actuators).
 
 use super::facts::ModelFacts;
 use super::targets::MlAgentsBucket;
@@ -41,6 +42,34 @@ pub fn input_shapes(facts: &ModelFacts, bucket: MlAgentsBucket, out: &mut Vec<Fi
     if let Some(dims) = facts.output_dims.get(names::RECURRENT_OUT).filter(|d| !d.is_empty()) {
         if bucket >= MlAgentsBucket::M6 && (dims.len() != 3 || dims[2].is_some_and(|m| m != memory)) {
             out.push(finding(Severity::Error, format!("output {} is {dims:?}; the Sentis-era memory code reads [batch, 1, memory_size] = [batch, 1, {memory}]", names::RECURRENT_OUT)));
+        }
+    }
+}
+
+/// M13: a rank-3 (variable-length, BufferSensor) observation. mlagents 0.28 exports it read
+/// through `Transpose(perm 0,2,1)` and a Reshape back, which makes up for how Barracuda lays out
+/// rank-3 inputs (onnx-export.md §5.4); Sentis lays them out as declared. Without the quirk in
+/// the Barracuda era, or with it in the Sentis era, the entities are read scrambled (no error).
+pub fn variable_length_layout(facts: &ModelFacts, bucket: MlAgentsBucket, out: &mut Vec<Finding>) {
+    if facts.format != ModelFormat::Onnx || !(MlAgentsBucket::M4..=MlAgentsBucket::M8).contains(&bucket) {
+        return;
+    }
+    for (name, dims) in facts.input_dims.iter().filter(|(n, d)| matches!(ModelInput::parse(n), Some(ModelInput::Observation(_))) && d.len() == 3) {
+        let readers: Vec<_> = facts.operations.iter().filter(|op| op.inputs.contains(name)).collect();
+        let quirk = !readers.is_empty()
+            && readers.iter().all(|op| {
+                op.op_type == "Transpose"
+                    && matches!(op.attributes.get("perm"), Some(super::facts::Attribute::Ints(p)) if p == &[0, 2, 1])
+                    && facts.operations.iter().any(|next| next.op_type == "Reshape" && op.outputs.iter().any(|o| next.inputs.first() == Some(o)))
+            });
+        let barracuda_era = bucket <= MlAgentsBucket::M5;
+        if quirk != barracuda_era {
+            let (what, fix) = if barracuda_era {
+                ("is read as declared", "com.unity.ml-agents 2.x (Barracuda) lays rank-3 inputs out transposed: export with mlagents 0.28's Transpose(0,2,1) + Reshape in front")
+            } else {
+                ("goes through mlagents 0.28's Transpose(0,2,1) + Reshape", "Sentis lays rank-3 inputs out as declared, so that quirk scrambles the entities: export without it")
+            };
+            out.push(Finding::new("M13", Severity::Error, format!("variable-length observation {name} {dims:?} {what}; {fix}"), None));
         }
     }
 }

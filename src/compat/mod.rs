@@ -186,6 +186,7 @@ pub fn check_model_bytes(bytes: &[u8], label: &str, targets: &[Target], behavior
             rules::ml_agents(&model_facts, *bucket, &mut findings);
             nn_rules::nn_interface(&model_facts, *bucket, &mut findings);
             interface_rules::input_shapes(&model_facts, *bucket, &mut findings);
+            interface_rules::variable_length_layout(&model_facts, *bucket, &mut findings);
             findings.extend(against_spec.iter().flatten().cloned());
             if *bucket >= targets::MlAgentsBucket::M7 && format == ModelFormat::Onnx {
                 findings.extend(probe_findings.get_or_insert_with(|| probe::probe(bytes, label, &model_facts)).iter().cloned());
