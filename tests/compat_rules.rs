@@ -7,7 +7,7 @@ mod common;
 
 use common::models_dir;
 use mlagents::barracuda::{self, LayerType};
-use mlagents::compat::{check_bytes, check_model_bytes, resolve_targets, Severity};
+use mlagents::compat::{check_bytes, check_model_bytes, resolve_targets, CheckOptions, Device, Severity};
 use mlagents::onnx::{attr_int, attr_ints, attr_string, value_info, GraphBuilder, FLOAT};
 use mlagents::spec::BehaviorSpec;
 use prost::Message;
@@ -129,6 +129,15 @@ fn operator_inputs_and_ignored_attributes() {
         })
     };
     assert!(has(&pooled(1), "ml-agents@2.0.1", "P11", Severity::Error));
+    // P10: Multinomial on Sentis 2.1's GPU backends (not on the CPU, nor in Inference Engine).
+    let on = |device: Device, target: &str| {
+        let report = check_model_bytes(&sampling, "model.onnx", &resolve_targets(&[target.to_string()]).unwrap(), CheckOptions { device, ..Default::default() }).unwrap();
+        report.targets[0].findings.iter().filter(|f| f.id == "P10").map(|f| f.message.clone()).collect::<Vec<_>>()
+    };
+    assert!(on(Device::Compute, "ml-agents@3.0.0").iter().any(|m| m.contains("Multinomial")));
+    assert!(on(Device::Pixel, "ml-agents@4.0.0").iter().any(|m| m.contains("LSTM")));
+    assert!(on(Device::Cpu, "ml-agents@3.0.0").is_empty());
+    assert!(!on(Device::Compute, "ml-agents@4.0.0").iter().any(|m| m.contains("Multinomial")));
     assert!(!has(&pooled(0), "ml-agents@2.0.1", "P11", Severity::Error));
 }
 
@@ -210,9 +219,9 @@ fn a_behavior_spec_is_checked_as_unity_does() {
     let targets = resolve_targets(&["ml-agents@4.0.0".into()]).unwrap();
     let fits = BehaviorSpec::from_json(r#"{"observation_specs": [{"shape": [2]}], "action_spec": {"continuous_size": 1, "discrete_branches": []}}"#).unwrap();
     let misfits = BehaviorSpec::from_json(r#"{"observation_specs": [{"shape": [3]}], "action_spec": {"continuous_size": 2, "discrete_branches": []}}"#).unwrap();
-    let ok = check_model_bytes(&clean(), "model.onnx", &targets, Some(&fits)).unwrap();
+    let ok = check_model_bytes(&clean(), "model.onnx", &targets, CheckOptions { behavior_spec: Some(&fits), ..Default::default() }).unwrap();
     assert!(!ok.targets[0].findings.iter().any(|f| f.id == "M11"), "{}", ok.text());
-    let bad = check_model_bytes(&clean(), "model.onnx", &targets, Some(&misfits)).unwrap();
+    let bad = check_model_bytes(&clean(), "model.onnx", &targets, CheckOptions { behavior_spec: Some(&misfits), ..Default::default() }).unwrap();
     let m11: Vec<&str> = bad.targets[0].findings.iter().filter(|f| f.id == "M11" && f.severity == Severity::Error).map(|f| f.message.as_str()).collect();
     assert_eq!(m11.len(), 2, "{}", bad.text());
     // The command line reads the file and refuses a bad one.

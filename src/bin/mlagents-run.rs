@@ -19,7 +19,7 @@
 //!   outputs on the recorded inputs are first compared with the training network's (max abs
 //!   error per output, `--tolerance`, default 1e-5); exit status 1 when they differ.
 //!
-//! - `mlagents-run check MODEL --target T [--behavior-spec FILE.json] [--json]`: whether the
+//! - `mlagents-run check MODEL --target T [--behavior-spec FILE.json] [--device D] [--json]`: whether the
 //!   model loads in Unity package releases (src/compat).
 //! - `mlagents-run check MODEL --env ENV [--behavior NAME]`: validates the model against the
 //!   environment's behavior specs as Unity's model checker does, listing every violation
@@ -90,6 +90,10 @@ enum Command {
         /// --env ENV --json` prints it under "spec"), as Unity does at load (rule M11).
         #[arg(long, requires = "targets")]
         behavior_spec: Option<PathBuf>,
+        /// With --target: the inference device the behavior uses (warns on operators the
+        /// Sentis GPU backends lack).
+        #[arg(long, value_enum, default_value = "cpu", requires = "targets")]
+        device: mlagents::compat::Device,
         #[arg(long)]
         json: bool,
     },
@@ -194,13 +198,14 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Eval { model, inputs, deterministic, seed, json } => {
             print(&session::eval(&model, &inputs, LoadOptions { deterministic, seed, ..Default::default() })?, json)
         }
-        Command::Check { model, env, behavior, base_port, timeout_wait, targets, behavior_spec, json } => {
+        Command::Check { model, env, behavior, base_port, timeout_wait, targets, behavior_spec, device, json } => {
             let targets = mlagents::compat::resolve_targets(&targets).map_err(anyhow::Error::msg)?;
             let spec = behavior_spec.map(|path| mlagents::spec::BehaviorSpec::read_file(&path)).transpose().map_err(anyhow::Error::msg)?;
             let compatibility = if targets.is_empty() {
                 None
             } else {
-                Some(mlagents::compat::check_file_against(&model, &targets, spec.as_ref()).map_err(anyhow::Error::msg)?)
+                let options = mlagents::compat::CheckOptions { behavior_spec: spec.as_ref(), device };
+                Some(mlagents::compat::check_file_with(&model, &targets, options).map_err(anyhow::Error::msg)?)
             };
             let environment = match env {
                 Some(env) => Some(session::check_model(&model, &EnvTarget { env, behavior, base_port, timeout_wait: std::time::Duration::from_secs(timeout_wait) })?),

@@ -1,10 +1,10 @@
 //! The rules of unity-import.md §5.2 on an ONNX graph's structure and stored tensors (O2,
-//! O4-O6) and the operator rules that read which inputs are constant or attribute values
-//! Barracuda ignores (P6, P7, P9, P11).
+//! O4-O6), the operator rules that read which inputs are constant or attribute values
+//! Barracuda ignores (P6, P7, P9, P11), and the operators a Sentis GPU backend lacks (P10).
 
 use super::facts::{Attribute, ModelFacts, Operation};
 use super::targets::{EngineBucket, Target};
-use super::{Finding, Severity};
+use super::{Device, Finding, Severity};
 use crate::run::ModelFormat;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -223,6 +223,38 @@ fn ignored_attributes(op: &Operation, out: &mut Vec<Finding>) {
         };
         if !harmless {
             out.push(op_finding("P11", Severity::Error, op, format!("attribute {name} is set ({value:?}); Barracuda ignores it with a warning and computes the default: export without it"), None));
+        }
+    }
+}
+
+/// Operators the Sentis / Inference Engine docs (`supported-operators.md`, unity-import.md
+/// §2.3) mark as missing on a GPU backend: op, the backends, and the newest bucket the note
+/// applies to.
+const GPU_GAPS: &[(&str, &[Device], EngineBucket)] = &[
+    ("Multinomial", &[Device::Compute, Device::Pixel], EngineBucket::S2),
+    ("LSTM", &[Device::Pixel], EngineBucket::S4),
+    ("TopK", &[Device::Pixel], EngineBucket::S4),
+    ("NonZero", &[Device::Compute, Device::Pixel], EngineBucket::S4),
+    ("Compress", &[Device::Compute, Device::Pixel], EngineBucket::S4),
+];
+
+/// P10: operators the chosen Sentis-era GPU backend does not run (warnings: Sentis may fall
+/// back or fail at run time), and pooling beyond 2-D on GPU.
+pub fn backend_limits(facts: &ModelFacts, target: &Target, device: Device, out: &mut Vec<Finding>) {
+    let bucket = target.engine.bucket;
+    if device == Device::Cpu || bucket.is_barracuda() || facts.format != ModelFormat::Onnx {
+        return;
+    }
+    for op in &facts.operations {
+        let gap = GPU_GAPS.iter().find(|(kind, devices, newest)| *kind == op.op_type && devices.contains(&device) && bucket <= *newest);
+        if gap.is_some() {
+            out.push(op_finding("P10", Severity::Warning, op, format!("documented as not supported on the {device:?} backend of {}@{}: use the CPU (Burst) inference device", target.engine.package.id(), target.engine.version), None));
+        }
+        let pooling = matches!(op.op_type.as_str(), "MaxPool" | "AveragePool");
+        if let (true, Some(Attribute::Ints(kernel))) = (pooling, op.attributes.get("kernel_shape")) {
+            if kernel.len() > 2 {
+                out.push(op_finding("P10", Severity::Warning, op, format!("a {}-D pooling; the GPU backends pool in 1-D and 2-D only", kernel.len()), None));
+            }
         }
     }
 }

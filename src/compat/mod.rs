@@ -142,7 +142,7 @@ pub fn resolve_targets(names: &[String]) -> Result<Vec<Target>, String> {
 /// Checks the bytes of the model file `label` (its name only says what Unity would take it
 /// for) against each target. An error when the content is no readable model at all.
 pub fn check_bytes(bytes: &[u8], label: &str, targets: &[Target]) -> Result<CompatibilityReport, String> {
-    check_model_bytes(bytes, label, targets, None)
+    check_model_bytes(bytes, label, targets, CheckOptions::default())
 }
 
 /// Unity's checks of the model against a behavior spec (rule M11), made once for every target.
@@ -157,8 +157,27 @@ fn spec_findings(bytes: &[u8], label: &str, spec: &crate::spec::BehaviorSpec) ->
     out
 }
 
-/// [`check_bytes`], and with `behavior_spec` also Unity's checks against that behavior (M11).
-pub fn check_model_bytes(bytes: &[u8], label: &str, targets: &[Target], behavior_spec: Option<&crate::spec::BehaviorSpec>) -> Result<CompatibilityReport, String> {
+/// The backend a Sentis-era ML-Agents user picks (`BehaviorParameters.InferenceDevice`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Device {
+    #[default]
+    Cpu,
+    /// GPU compute shaders.
+    Compute,
+    /// GPU pixel shaders.
+    Pixel,
+}
+
+/// What a check knows beyond the model: the behavior it serves (rule M11) and the backend it
+/// runs on (rule P10).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CheckOptions<'a> {
+    pub behavior_spec: Option<&'a crate::spec::BehaviorSpec>,
+    pub device: Device,
+}
+
+/// [`check_bytes`] with what else is known: the behavior spec (M11) and the device (P10).
+pub fn check_model_bytes(bytes: &[u8], label: &str, targets: &[Target], options: CheckOptions<'_>) -> Result<CompatibilityReport, String> {
     if bytes.is_empty() {
         return Err(format!("{label}: the file is empty"));
     }
@@ -167,7 +186,7 @@ pub fn check_model_bytes(bytes: &[u8], label: &str, targets: &[Target], behavior
     let model_facts = facts::read(bytes, format).map_err(|e| format!("{label}: {e}"))?;
     let container = rules::Container { format, named, leading_int64: bytes.get(..8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))) };
     let inferred = shapes::infer(bytes, &model_facts);
-    let against_spec = behavior_spec.map(|spec| spec_findings(bytes, label, spec));
+    let against_spec = options.behavior_spec.map(|spec| spec_findings(bytes, label, spec));
     // The probe run is the same for every target that makes it: run once.
     let mut probe_findings: Option<Vec<Finding>> = None;
     let mut reports = vec![];
@@ -181,6 +200,7 @@ pub fn check_model_bytes(bytes: &[u8], label: &str, targets: &[Target], behavior
         graph_rules::structure(&model_facts, target, &mut findings);
         graph_rules::operator_inputs(&model_facts, target, &mut findings);
         shapes::shape_rules(&model_facts, &inferred, target, &mut findings);
+        graph_rules::backend_limits(&model_facts, target, options.device, &mut findings);
         nn_rules::nn_file(&model_facts, target, &mut findings);
         if let Some((_, bucket)) = &target.ml_agents {
             rules::ml_agents(&model_facts, *bucket, &mut findings);
@@ -204,11 +224,11 @@ pub fn check_model_bytes(bytes: &[u8], label: &str, targets: &[Target], behavior
 
 /// [`check_bytes`] on a file.
 pub fn check_file(path: &std::path::Path, targets: &[Target]) -> Result<CompatibilityReport, String> {
-    check_file_against(path, targets, None)
+    check_file_with(path, targets, CheckOptions::default())
 }
 
 /// [`check_model_bytes`] on a file.
-pub fn check_file_against(path: &std::path::Path, targets: &[Target], behavior_spec: Option<&crate::spec::BehaviorSpec>) -> Result<CompatibilityReport, String> {
+pub fn check_file_with(path: &std::path::Path, targets: &[Target], options: CheckOptions<'_>) -> Result<CompatibilityReport, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    check_model_bytes(&bytes, &path.display().to_string(), targets, behavior_spec)
+    check_model_bytes(&bytes, &path.display().to_string(), targets, options)
 }
