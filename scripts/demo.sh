@@ -4,7 +4,7 @@
 # checkpoint with mlagents-export (ONNX, .nn, parity record), check the ONNX against the scene,
 # play both exports with the parity check against the training network's recorded outputs,
 # compare the two formats on live decisions; then play Unity-trained policies of both formats
-# on the stand-ins. Installs libtorch (PyPI torch==2.13.0) on first use.
+# on the stand-ins, and migrate Unity's 3DBall.nn to ONNX and play the converted file. Installs libtorch (PyPI torch==2.13.0) on first use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -27,3 +27,6 @@ for model in nn/Basic.nn:Basic nn/3DBall.nn:3DBall onnx/3DBall.onnx:3DBall; do
   echo "== Unity-trained ${model%%:*} on sim:${model##*:}"
   "$BIN/mlagents-run" "$MODELS/${model%%:*}" --env "sim:${model##*:}" --episodes 20 --deterministic
 done
+echo "== migrate Unity's 3DBall.nn to ONNX (mlagents-export convert), play it with its parity record"
+"$BIN/mlagents-export" convert "$MODELS/nn/3DBall.nn" "$RESULTS/3DBall-converted.onnx"
+"$BIN/mlagents-run" "$RESULTS/3DBall-converted.onnx" --env sim:3DBall --episodes 20 --deterministic --parity "$RESULTS/3DBall-converted.parity.json"
