@@ -152,6 +152,12 @@ fn bad_input_is_refused_and_writes_nothing() {
     let name = dense.name.clone();
     let e = convert_bytes("maxpool.nn", &barracuda::write(&model));
     assert!(e.contains("no faithful ONNX translation") && e.contains(&name), "{e}");
+    // An output not named .onnx (the input itself included).
+    let input = models_dir().join("nn/Basic.nn");
+    for named in [dir.join("out.nn"), dir.join("out"), input.clone()] {
+        let e = convert_nn(&input, &named, &ConvertOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("must be named .onnx"), "{e}");
+    }
     // A missing file, and an output folder that does not exist.
     let e = convert_nn(&dir.join("missing.nn"), &out, &ConvertOptions::default()).unwrap_err();
     assert!(e.to_string().contains("missing.nn"), "{e}");

@@ -174,6 +174,9 @@ fn read_nn(input: &Path) -> Result<(Vec<u8>, NnModel), ConvertError> {
 /// (`<output stem>.parity.json`), after checking the converted model against the record.
 pub fn convert_nn(input: &Path, output: &Path, options: &ConvertOptions) -> Result<Converted, ConvertError> {
     let out_label = output.display().to_string();
+    if output.extension().is_none_or(|e| !e.eq_ignore_ascii_case("onnx")) {
+        return Err(ConvertError::Input { path: out_label, detail: "the output must be named .onnx: Unity picks the importer by the file's extension".into() });
+    }
     let (nn_bytes, nn) = read_nn(input)?;
     let in_label = input.display().to_string();
     let layout = layout::layout(&nn, options.behavior_spec.as_ref()).map_err(|detail| ConvertError::Input { path: in_label.clone(), detail })?;
