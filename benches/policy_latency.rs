@@ -5,6 +5,10 @@
 //! on the same files and prints the table.
 
 use mlagents::run::{LoadOptions, NamedTensors, Policy, TensorData};
+
+/// The allocator `mlagents-run` uses (tract allocates per call).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use mlagents::spec::model;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
