@@ -87,6 +87,15 @@ fn graph_structure_and_stored_tensors() {
     for expected in ["\"nowhere\"", "\"never_made\"", "produced 2 times", "cycle"] {
         assert!(o6.iter().any(|m| m.contains(expected)), "{expected}: {o6:?}");
     }
+    // Old IR versions list the initializers among the graph inputs too: not a second producer.
+    let listed = {
+        let mut m = <tract_onnx::pb::ModelProto as prost::Message>::decode(clean().as_slice()).unwrap();
+        let graph = m.graph.as_mut().unwrap();
+        let names: Vec<String> = graph.initializer.iter().map(|t| t.name.clone()).collect();
+        graph.input.extend(names.iter().map(|n| value_info(n, FLOAT, &[])));
+        m.encode_to_vec()
+    };
+    assert!(!has(&listed, "ml-agents@4.0.0", "O6", Severity::Error), "{:?}", findings(&listed, "ml-agents@4.0.0"));
     // O7: rank 9 anywhere fails Sentis; Barracuda 3 takes 7-D constants no more.
     let deep = model(9, &[-1, 2], |b, o| {
         let c = b.constant("deep", &[1, 1, 1, 1, 1, 1, 1, 1, 1], vec![1.0]);

@@ -83,6 +83,12 @@ fn api_2_conversions_load_in_the_barracuda_era_and_refuse_memory() {
         assert!(converted.report.passed, "{name}");
         let found = errors(&out, &["ml-agents@1.0.8", "ml-agents@1.9.1-preview", "ml-agents@2.3.0-exp.3", "ml-agents@4.0.0"]);
         assert!(found.is_empty(), "{name}: {found:?}");
+        // The legacy constants are the .nn's own (action_output_shape: every branch's width).
+        let constants = |p: &Path| Policy::load(p, LoadOptions::default()).unwrap().interface().unwrap().constants.clone();
+        let (ours, theirs) = (constants(&out), constants(&models_dir().join(format!("nn/{name}.nn"))));
+        for constant in ["action_output_shape", "is_continuous_control", "memory_size"] {
+            assert_eq!(ours.get(constant), theirs.get(constant), "{name}: {constant}");
+        }
     }
     let out = dir.join("Hallway.onnx");
     let e = convert_nn(&models_dir().join("nn/Hallway.nn"), &out, &options).unwrap_err();
@@ -113,6 +119,16 @@ fn a_behavior_spec_orders_and_splits_the_observations() {
         (r#"{"observation_specs": [{"shape": [8]}, {"shape": [21, 20, 3]}, {"shape": [22, 20, 3]}], "action_spec": {"continuous_size": 2, "discrete_branches": []}}"#, "[21, 20, 3]"),
         (r#"{"observation_specs": [{"shape": [8]}, {"shape": [20, 21, 3]}, {"shape": [22, 20, 3]}], "action_spec": {"continuous_size": 0, "discrete_branches": [2]}}"#, "actions"),
     ];
+    // Discrete policies: the spec's branches (a camera policy, and four branches).
+    for (name, json) in [
+        ("GridWorld", r#"{"observation_specs": [{"shape": [64, 84, 3]}], "action_spec": {"continuous_size": 0, "discrete_branches": [5]}}"#),
+        ("BigWallJump", r#"{"observation_specs": [{"shape": [444]}], "action_spec": {"continuous_size": 0, "discrete_branches": [3, 3, 3, 2]}}"#),
+    ] {
+        let spec = BehaviorSpec::from_json(json).unwrap();
+        let converted = convert_nn(&models_dir().join(format!("nn/{name}.nn")), &dir.join(format!("{name}.onnx")), &ConvertOptions { behavior_spec: Some(spec.clone()), ..Default::default() }).unwrap();
+        assert_eq!(converted.layout.action_spec, spec.action_spec, "{name}");
+        assert!(converted.report.passed, "{name}");
+    }
     let out = dir.join("misfit.onnx");
     for (json, expected) in misfits {
         let spec = BehaviorSpec::from_json(json).unwrap();

@@ -62,7 +62,8 @@ fn stored_tensors(facts: &ModelFacts, out: &mut Vec<Finding>) {
 /// ordered (Unity sorts them; Sentis silently drops an output nothing produces).
 fn soundness(facts: &ModelFacts, out: &mut Vec<Finding>) {
     let mut producers: BTreeMap<&str, usize> = BTreeMap::new();
-    let given = facts.input_dims.keys().map(String::as_str).chain(facts.constants.keys().map(String::as_str).filter(|c| facts.initializers.iter().any(|t| t.name == *c)));
+    // Graph inputs (without the initializers old IR versions list among them) and initializers.
+    let given = facts.inputs.iter().map(|(name, _)| name.as_str()).chain(facts.initializers.iter().map(|t| t.name.as_str()));
     for name in given {
         *producers.entry(name).or_default() += 1;
     }

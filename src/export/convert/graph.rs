@@ -58,21 +58,24 @@ fn inputs(g: &mut GraphBuilder, layout: &LegacyLayout, api: OnnxApi) -> (Vec<Val
         let joined = if vector_parts.len() == 1 { vector_parts.remove(0) } else { g.node("Concat", vector_parts, vec![attr_int("axis", 1)], model::VECTOR_OBSERVATION) };
         fed.insert(model::VECTOR_OBSERVATION.into(), to_rank4(g, &joined));
     }
+    // `recurrent_in` as [N, M]: the memories side by side.
+    let mut memory = None;
     if layout.memory_size > 0 {
         declared.push(value_info(model::RECURRENT_IN, FLOAT, &[-1, 1, layout.memory_size as i64]));
-        let memory = g.node("Squeeze", vec![model::RECURRENT_IN.into()], vec![attr_ints("axes", &[1])], model::RECURRENT_IN);
+        let whole = g.node("Squeeze", vec![model::RECURRENT_IN.into()], vec![attr_ints("axes", &[1])], model::RECURRENT_IN);
         let mut offset = 0;
         for part in &layout.memories {
-            let slice = slice_columns(g, &memory, offset, offset + part.size);
+            let slice = slice_columns(g, &whole, offset, offset + part.size);
             fed.insert(part.input.clone(), to_rank4(g, &slice));
             offset += part.size;
         }
+        memory = Some(whole);
     }
     for (kind, name, width) in &layout.other_inputs {
-        if *kind == ModelInput::RecurrentIn {
-            // The legacy copy of the memory (TF-era files read it only in a dead branch).
-            let whole = g.node("Squeeze", vec![model::RECURRENT_IN.into()], vec![attr_ints("axes", &[1])], name);
-            fed.insert(name.clone(), to_rank4(g, &whole));
+        if let (ModelInput::RecurrentIn, Some(whole)) = (kind, &memory) {
+            // The legacy copy of the memory (TF-era files read it only in a dead branch; the
+            // layout checked that its width is the memories').
+            fed.insert(name.clone(), to_rank4(g, whole));
             continue;
         }
         declared.push(value_info(name, FLOAT, &[-1, *width as i64]));
@@ -134,13 +137,14 @@ pub fn converted_graph(nn: &NnModel, layout: &LegacyLayout, api: OnnxApi) -> Res
             outputs.push(value_info(model::DETERMINISTIC_DISCRETE_ACTIONS, INT64, &[-1, k]));
         } else {
             g.node_into("Identity", vec![sampled.clone()], vec![], model::DISCRETE_ACTIONS);
-            outputs.push(value_info(model::DISCRETE_ACTIONS, FLOAT, &[-1, spec.discrete_size() as i64]));
+            outputs.push(value_info(model::DISCRETE_ACTIONS, FLOAT, &[-1, spec.mask_len() as i64]));
         }
         constant_output(&mut g, model::DISCRETE_ACTION_OUTPUT_SHAPE, &[1, k], branches.iter().map(|b| *b as f32).collect());
         outputs.push(value_info(model::DISCRETE_ACTION_OUTPUT_SHAPE, FLOAT, &[1, k]));
     }
     if api == OnnxApi::V2 {
-        let total = (c + spec.discrete_size()) as f32;
+        // The width of `action`: the continuous actions, or every branch's log-probabilities.
+        let total = (c + spec.mask_len()) as f32;
         g.node_into("Identity", vec![sampled], vec![], model::ACTION);
         constant_output(&mut g, model::IS_CONTINUOUS_CONTROL, &[1], vec![if c > 0 { 1.0 } else { 0.0 }]);
         constant_output(&mut g, model::ACTION_OUTPUT_SHAPE, &[1], vec![total]);

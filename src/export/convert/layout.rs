@@ -167,7 +167,7 @@ fn action_spec(model: &NnModel, spec: Option<&BehaviorSpec>) -> Result<ActionSpe
         }
     };
     if let Some(s) = spec {
-        if s.action_spec != found || found.discrete_size() + found.continuous_size != total {
+        if s.action_spec != found || found.mask_len() + found.continuous_size != total {
             return Err(format!("the behavior spec's actions ({}) are not the .nn's ({} with action_output_shape {total})", s.action_spec, if continuous { "continuous" } else { "discrete" }));
         }
     }
