@@ -24,6 +24,7 @@ pub use check::check;
 pub use interface::{DeclaredInput, DeclaredOutput, FileVersion, MemorySlot, ModelInterface};
 pub use nn::NnPolicy;
 pub use onnx::{bounded_elements, MAX_INPUT_ELEMENTS};
+pub(crate) use onnx::contain_tract_panics;
 pub use play::{play, DecisionTimes, PlayError, PlayReport, PolicyDriver};
 pub use onnx::{LoadOptions, OnnxInput, OnnxPolicy, NOISE_INPUT, UNIFORM_INPUT};
 pub use parity::{check_parity, compare_models, record_outputs, record_steps, CompareReport, OutputCheck, ParityReport};

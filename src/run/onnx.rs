@@ -360,7 +360,7 @@ struct Prepared {
 
 /// Runs tract, turning its errors and its panics (tract 0.23 still unwraps on some malformed
 /// graphs, e.g. a Reduce axis outside the rank) into one message.
-fn contain_tract_panics<T>(f: impl FnOnce() -> TractResult<T>) -> Result<T, String> {
+pub(crate) fn contain_tract_panics<T>(f: impl FnOnce() -> TractResult<T>) -> Result<T, String> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(result) => result.map_err(|e| format!("{e:#}")),
         Err(payload) => {
