@@ -179,9 +179,7 @@ fn check_recorded(model: &Path, sha256: &str, record: &ParityRecord, tolerance: 
     // A recurrent record: every row steps from the memory it recorded.
     let m = record.policy.memory_size;
     if m > 0 {
-        for (r, memory) in record.recurrent_in.chunks_exact(m).enumerate() {
-            driver.set_memory(record_agent(r), memory.to_vec());
-        }
+        set_recorded_memories(&mut driver, record);
     }
     let inputs = driver.inputs(&steps);
     let outputs = driver.policy().run(&inputs)?;
@@ -262,22 +260,13 @@ pub fn record_outputs(model: &Path, record: &mut ParityRecord) -> Result<(), Pla
     let policy = Policy::load(model, LoadOptions { deterministic: true, ..Default::default() })?;
     let mut driver = PolicyDriver::new(policy, &record.behavior, &spec, true, 0)?;
     if m > 0 {
-        let mut memory = vec![0.0; m];
-        record.recurrent_out.clear();
-        for r in 0..n {
-            let given = &mut record.recurrent_in[r * m..(r + 1) * m];
-            if !starts_sequence(r, given) {
-                given.copy_from_slice(&memory);
-            }
-            driver.set_memory(record_agent(r), given.to_vec());
-            let inputs = driver.inputs(&steps.row(r));
-            let outputs = driver.policy().run(&inputs)?;
-            memory = driver.memories_after(&outputs, 1);
-            record.recurrent_out.extend_from_slice(&memory);
-        }
-        for (r, memory) in record.recurrent_in.chunks_exact(m).enumerate() {
-            driver.set_memory(record_agent(r), memory.to_vec());
-        }
+        let (mut memories_in, mut memories_out) = (vec![], vec![]);
+        replay_carried(&mut driver, &steps, &record.recurrent_in, m, |_, memory_in, _, memory_out| {
+            memories_in.extend_from_slice(memory_in);
+            memories_out.extend_from_slice(memory_out);
+        })?;
+        (record.recurrent_in, record.recurrent_out) = (memories_in, memories_out);
+        set_recorded_memories(&mut driver, record);
     }
     let inputs = driver.inputs(&steps);
     let outputs = driver.policy().run(&inputs)?;
@@ -330,28 +319,18 @@ fn check_carried(driver: &mut PolicyDriver, record: &ParityRecord, steps: &Decis
     let (n, m) = (record.batch, record.policy.memory_size);
     let spec = &record.policy.action_spec;
     let (c, branches) = (spec.continuous_size, &spec.discrete_branches);
-    let mut memory = vec![0.0; m];
     let (mut memories, mut continuous, mut discrete) = (vec![], vec![], vec![]);
-    for r in 0..n {
-        let recorded_in = &record.recurrent_in[r * m..(r + 1) * m];
-        if starts_sequence(r, recorded_in) {
-            memory = recorded_in.to_vec();
-        }
-        driver.set_memory(record_agent(r), memory.clone());
-        let row = steps.row(r);
-        let inputs = driver.inputs(&row);
-        let outputs = driver.policy().run(&inputs)?;
-        memory = driver.memories_after(&outputs, 1);
-        memories.extend_from_slice(&memory);
+    replay_carried(driver, steps, &record.recurrent_in, m, |_, _, outputs, memory_out| {
+        memories.extend_from_slice(memory_out);
         if c > 0 {
             let t = [model::DETERMINISTIC_CONTINUOUS_ACTIONS, model::ACTION].iter().find_map(|k| outputs.get(*k)).map(|t| rows(t, 1, c).remove(0));
             continuous.extend(t.unwrap_or_else(|| vec![f32::NAN; c]));
         }
         if !branches.is_empty() {
-            let choices = discrete_choices(&outputs, model::DETERMINISTIC_DISCRETE_ACTIONS, 1, branches, |_, _, log_probs| argmax(log_probs) as i64);
+            let choices = discrete_choices(outputs, model::DETERMINISTIC_DISCRETE_ACTIONS, 1, branches, |_, _, log_probs| argmax(log_probs) as i64);
             discrete.push(choices.map(|(_, rows)| rows[0].clone()).unwrap_or_else(|| vec![-1; branches.len()]));
         }
-    }
+    })?;
     let memory_name = format!("{} (memory carried)", model::RECURRENT_OUT);
     let mut checks = vec![compare_continuous(&memory_name, model::RECURRENT_OUT, &TensorData { shape: vec![n, m], data: memories }, &record.recurrent_out, n, m, tolerance)];
     if c > 0 {
@@ -362,6 +341,39 @@ fn check_carried(driver: &mut PolicyDriver, record: &ParityRecord, steps: &Decis
         checks.push(compare_discrete("deterministic discrete actions (memory carried)", model::DETERMINISTIC_DISCRETE_ACTIONS, &discrete, &record.deterministic_discrete_actions, branches.len()));
     }
     Ok(checks)
+}
+
+/// Each row's recorded memory (`recurrent_in`) as its agent's memory in `driver`.
+fn set_recorded_memories(driver: &mut PolicyDriver, record: &ParityRecord) {
+    for (r, memory) in record.recurrent_in.chunks_exact(record.policy.memory_size).enumerate() {
+        driver.set_memory(record_agent(r), memory.to_vec());
+    }
+}
+
+/// Runs a recurrent record's rows in order as one agent's consecutive decisions: a row that
+/// starts a sequence ([`starts_sequence`] on `recorded_in`) runs from its recorded memory,
+/// every other row from the memory the row before left. Calls `each(row, memory in, outputs,
+/// memory out)` per row.
+fn replay_carried(
+    driver: &mut PolicyDriver,
+    steps: &DecisionSteps,
+    recorded_in: &[f32],
+    m: usize,
+    mut each: impl FnMut(usize, &[f32], &NamedTensors, &[f32]),
+) -> Result<(), PlayError> {
+    let mut memory = vec![0.0; m];
+    for (r, recorded) in recorded_in.chunks_exact(m).enumerate() {
+        if starts_sequence(r, recorded) {
+            memory = recorded.to_vec();
+        }
+        driver.set_memory(record_agent(r), memory.clone());
+        let inputs = driver.inputs(&steps.row(r));
+        let outputs = driver.policy().run(&inputs)?;
+        let after = driver.memories_after(&outputs, 1);
+        each(r, &memory, &outputs, &after);
+        memory = after;
+    }
+    Ok(())
 }
 
 /// The agent id [`record_steps`] gives row `r`.
