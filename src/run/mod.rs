@@ -10,6 +10,7 @@
 
 mod check;
 mod exact;
+mod exact_ops;
 mod interface;
 mod nn;
 mod onnx;

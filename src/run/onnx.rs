@@ -210,7 +210,7 @@ impl OnnxPolicy {
     /// Builds the optimized plan for one set of input shapes (one per batch size).
     fn build_state(&self, shapes: &[Vec<usize>], batch: usize) -> Result<PlanState, RunError> {
         contain_tract_panics(|| {
-            let mut model = tract_onnx::onnx().model_for_proto_model(&self.proto)?;
+            let mut model = tract_framework().model_for_proto_model(&self.proto)?;
             for (i, shape) in shapes.iter().enumerate() {
                 model.set_input_fact(i, InferenceFact::dt_shape(f32::datum_type(), shape.clone()))?;
             }
@@ -349,6 +349,13 @@ impl OnnxPolicy {
             non_finite_weights: describe_non_finite(self.non_finite_weights()),
         })
     }
+}
+
+/// tract-onnx with the ops the rewrites write ([`super::exact_ops`]).
+fn tract_framework() -> tract_onnx::Onnx {
+    let mut framework = tract_onnx::onnx();
+    super::exact_ops::register(&mut framework.op_register);
+    framework
 }
 
 /// Checked inputs in the declared order, their shapes, and the batch they share.
