@@ -108,3 +108,59 @@ fn sampled_discrete_actions_continue_their_stream_between_runs() {
     // The policy's own inputs: no caller has to provide the draws.
     assert!(load(0).inputs().iter().all(|i| i.name != mlagents::run::UNIFORM_INPUT));
 }
+
+/// A padded, grouped convolution and a strided one without bias, as a model of its own.
+fn convolutions_model() -> tract_onnx::pb::ModelProto {
+    use mlagents::onnx::{attr_int, attr_ints, value_info, GraphBuilder, FLOAT};
+    let mut g = GraphBuilder::default();
+    let values = |n: usize, scale: f32| (0..n).map(|k| ((k * 7919) % 97) as f32 / 97.0 * scale - scale / 2.0).collect::<Vec<f32>>();
+    let w1 = g.constant("w1", &[8, 2, 3, 3], values(8 * 2 * 9, 0.6));
+    let b1 = g.constant("b1", &[8], values(8, 0.2));
+    let w2 = g.constant("w2", &[6, 8, 4, 4], values(6 * 8 * 16, 0.3));
+    let c1 = g.node("Conv", vec!["obs_0".into(), w1, b1], vec![attr_ints("kernel_shape", &[3, 3]), attr_ints("pads", &[1, 1, 1, 1]), attr_int("group", 2)], "conv1");
+    let r1 = g.node("Relu", vec![c1], vec![], "relu");
+    let c2 = g.node("Conv", vec![r1, w2], vec![attr_ints("kernel_shape", &[4, 4]), attr_ints("strides", &[2, 2])], "conv2");
+    g.node_into("Flatten", vec![c2], vec![attr_int("axis", 1)], "features");
+    g.finish("convolutions", 11, vec![value_info("obs_0", FLOAT, &[-1, 4, 20, 20])], vec![value_info("features", FLOAT, &[-1, 6 * 9 * 9])], "test")
+}
+
+/// A batch runs each image's convolutions on its own (src/run/conv_batch.rs rewrites them as
+/// grouped convolutions): a batch of 5 gives what 5 runs of one image give.
+#[test]
+fn batched_convolutions_equal_one_image_at_a_time() {
+    let real = ["Visual3DBall.onnx", "GridFoodCollector.onnx", "continuous2vis8vec2action_v1_0.onnx"]
+        .map(|name| (name.to_string(), OnnxPolicy::load(&models_dir().join("onnx").join(name), LoadOptions { deterministic: true, ..Default::default() }).unwrap()));
+    let generated = ("generated".to_string(), OnnxPolicy::from_proto(convolutions_model(), "generated", LoadOptions::default()).unwrap());
+    for (name, policy) in real.into_iter().chain([generated]) {
+        let batch = 5;
+        let mut inputs = neutral_inputs(&policy, batch);
+        for (input, t) in inputs.iter_mut().filter(|(n, _)| n.as_str() != "action_masks") {
+            let salt = input.len();
+            t.data.iter_mut().enumerate().for_each(|(k, v)| *v = ((k * 31 + salt * 17) % 101) as f32 / 101.0);
+        }
+        let together = policy.run(&inputs).unwrap();
+        for row in 0..batch {
+            let one: NamedTensors = inputs
+                .iter()
+                .map(|(n, t)| {
+                    let per_row = t.data.len() / batch;
+                    let mut shape = t.shape.clone();
+                    shape[0] = 1;
+                    (n.clone(), TensorData { shape, data: t.data[row * per_row..(row + 1) * per_row].to_vec() })
+                })
+                .collect();
+            let alone = policy.run(&one).unwrap();
+            for (output, t) in &alone {
+                let per_row = t.data.len();
+                let batched = &together[output].data;
+                if batched.len() != per_row * batch {
+                    continue; // a model constant
+                }
+                assert_eq!(together[output].shape[1..], t.shape[1..], "{name} {output}");
+                for (k, (a, b)) in t.data.iter().zip(&batched[row * per_row..]).enumerate() {
+                    assert!((a - b).abs() <= 1e-6 * a.abs().max(1.0), "{name} {output} row {row} value {k}: alone {a}, in the batch {b}");
+                }
+            }
+        }
+    }
+}

@@ -9,6 +9,7 @@
 //! interface and never match on the format.
 
 mod check;
+mod conv_batch;
 mod exact;
 mod exact_ops;
 mod interface;

@@ -210,9 +210,19 @@ impl OnnxPolicy {
     /// Builds the optimized plan for one set of input shapes (one per batch size).
     fn build_state(&self, shapes: &[Vec<usize>], batch: usize) -> Result<PlanState, RunError> {
         contain_tract_panics(|| {
-            let mut model = tract_framework().model_for_proto_model(&self.proto)?;
-            for (i, shape) in shapes.iter().enumerate() {
-                model.set_input_fact(i, InferenceFact::dt_shape(f32::datum_type(), shape.clone()))?;
+            let framework = tract_framework();
+            let read = |proto: &ModelProto| -> TractResult<InferenceModel> {
+                let mut model = framework.model_for_proto_model(proto)?;
+                for (i, shape) in shapes.iter().enumerate() {
+                    model.set_input_fact(i, InferenceFact::dt_shape(f32::datum_type(), shape.clone()))?;
+                }
+                Ok(model)
+            };
+            let mut model = read(&self.proto)?;
+            if batch > 1 {
+                if let Some(rewritten) = super::conv_batch::per_image_convolutions(&self.proto, &mut model.clone()) {
+                    model = read(&rewritten)?;
+                }
             }
             let plan = model.into_optimized()?.into_runnable()?;
             PlanState::new(&plan)
