@@ -12,7 +12,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("usage: lower_nn IN.nn OUT.onnx".into());
     };
     let model = read_file(std::path::Path::new(input))?;
-    let graph = to_onnx(&model, LowerOptions { deterministic: true, seed: None })?;
+    let graph = to_onnx(&model, LowerOptions { deterministic: true, ..Default::default() })?;
     std::fs::write(output, graph.encode_to_vec())?;
     Ok(())
 }

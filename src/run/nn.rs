@@ -55,7 +55,7 @@ impl NnPolicy {
         } else {
             vec![]
         };
-        let lowered = barracuda::to_onnx(&model, LowerOptions { deterministic: options.deterministic, seed: options.seed })
+        let lowered = barracuda::to_onnx(&model, LowerOptions { deterministic: options.deterministic, seed: options.seed, constant_mode: true })
             .map_err(|e| RunError::Lower { path: label.into(), detail: e.to_string() })?;
         // The lowering already did what the ONNX rewrites do.
         let inner = OnnxPolicy::from_proto(lowered, label, LoadOptions { noise_input: options.noise_input, ..Default::default() })?;
