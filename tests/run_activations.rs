@@ -158,3 +158,37 @@ fn reacher_saturates_as_unity_does() {
         assert_eq!(action[k].abs(), 1.0, "{action:?}");
     }
 }
+
+/// The exact activations (one op each in the runner, computed in chunks) over a tensor of
+/// many chunks, in float32, float64 and float16 (the model casts its input to the type and
+/// back): float32 and float64 as close as above, float16 within its own rounding.
+#[test]
+fn exact_activations_hold_in_every_float_type_over_many_chunks() {
+    const DOUBLE: i32 = 11;
+    const HALF: i32 = 10;
+    let inputs: Vec<f32> = (0..1000).map(|k| INPUTS[k % INPUTS.len()] * (1.0 + k as f32 * 1e-4)).collect();
+    let exact_inputs: Vec<f64> = inputs.iter().map(|x| *x as f64).collect();
+    let mut failures = vec![];
+    for case in cases().into_iter().filter(|c| ["Tanh", "Sigmoid", "Swish", "Elu"].contains(&c.name)) {
+        let exact = (case.exact)(&exact_inputs);
+        for dt in [FLOAT, DOUBLE, HALF] {
+            let mut g = GraphBuilder::default();
+            let x = g.node("Cast", vec!["x".into()], vec![attr_int("to", dt as i64)], "in");
+            let y = (case.build)(&mut g, x);
+            g.node_into("Cast", vec![y], vec![attr_int("to", FLOAT as i64)], "y");
+            let dims = [1, inputs.len() as i64];
+            let model = g.finish("activation", 13, vec![value_info("x", FLOAT, &dims)], vec![value_info("y", FLOAT, &dims)], "test");
+            let policy = OnnxPolicy::from_proto(model, case.name, LoadOptions { deterministic: true, ..Default::default() }).unwrap();
+            let feed = NamedTensors::from([("x".to_string(), TensorData { shape: vec![1, inputs.len()], data: inputs.clone() })]);
+            let got = policy.run(&feed).unwrap_or_else(|e| panic!("{} in type {dt}: {e}", case.name))["y"].data.clone();
+            for ((x, g), e) in inputs.iter().zip(&got).zip(&exact) {
+                // float16: the input itself is rounded to 11 bits, so compare with the slope.
+                let fits = if dt == HALF { (*g as f64 - e).abs() <= 4e-3 * e.abs().max(x.abs() as f64).max(1e-3) } else { close(*g, *e) };
+                if !fits {
+                    failures.push(format!("{}({x}) in type {dt} = {g:e}, exact {:e}", case.name, *e as f32));
+                }
+            }
+        }
+    }
+    assert!(failures.len() == 0, "{} failures:\n{}", failures.len(), failures.iter().take(20).cloned().collect::<Vec<_>>().join("\n"));
+}
