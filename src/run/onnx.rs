@@ -220,7 +220,7 @@ impl OnnxPolicy {
             };
             let mut model = read(&self.proto)?;
             if batch > 1 {
-                if let Some(rewritten) = super::conv_batch::per_image_convolutions(&self.proto, &mut model.clone()) {
+                if let Some(rewritten) = super::conv_batch::per_image_convolutions(&self.proto, &model) {
                     model = read(&rewritten)?;
                 }
             }
