@@ -1,6 +1,6 @@
 //! Activations that tract approximates, rewritten before tract sees the graph into ops of our
-//! own ([`super::exact_ops`], one node each) that compute them to within a few ulps, so that the runner gives what Unity (and onnxruntime)
-//! give where it matters: at saturation and far in the tails. tract 0.23's `Tanh` is a
+//! own ([`super::exact_ops`], one node each) that compute them to within a few ulps, so that
+//! the runner gives what Unity (and onnxruntime) give where it matters: at saturation and far in the tails. tract 0.23's `Tanh` is a
 //! rational approximation that stops at ±0.9999993 (Unity gives ±1, and `log(1 - tanh²)`
 //! then differs by ~1); its `Sigmoid` never goes below 4.8e-7 (sigmoid(-20) is 2e-9), which
 //! every Swish layer inherits; its `Elu` loses the precision of `exp(x) - 1` near 0.
@@ -35,11 +35,8 @@ pub fn exact_activations(graph: &mut pb::GraphProto) -> usize {
             continue;
         };
         match node.op_type.as_str() {
-            "Sigmoid" if swish_inputs.contains_key(&y) => {
-                // Only the Swish's Mul reads it: that Mul becomes the Swish.
-                rewritten += 1;
-                continue;
-            }
+            // Only the Swish's Mul reads it: that Mul becomes the Swish.
+            "Sigmoid" if swish_inputs.contains_key(&y) => continue,
             "Mul" if node.input.len() == 2 && node.input.iter().any(|i| swish_inputs.contains_key(i)) => {
                 let sigmoid = node.input.iter().find(|i| swish_inputs.contains_key(*i)).expect("checked above");
                 node.input = vec![swish_inputs[sigmoid].clone()];
@@ -49,8 +46,12 @@ pub fn exact_activations(graph: &mut pb::GraphProto) -> usize {
             "Tanh" => node.op_type = TANH.into(),
             // (Elu keeps its alpha attribute.)
             "Elu" => node.op_type = ELU.into(),
-            _ => {}
+            _ => {
+                nodes.push(node);
+                continue;
+            }
         }
+        rewritten += 1;
         nodes.push(node);
     }
     graph.node = nodes;

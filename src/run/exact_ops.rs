@@ -51,7 +51,13 @@ const CHUNK: usize = 256;
 
 impl ElementWiseMiniOp for Activation {
     fn name(&self) -> String {
-        format!("Exact{self:?}")
+        match self {
+            Activation::Swish => SWISH,
+            Activation::Sigmoid => SIGMOID,
+            Activation::Tanh => TANH,
+            Activation::Elu { .. } => ELU,
+        }
+        .into()
     }
 
     fn eval_in_place(&self, t: &mut Tensor, _: Option<DatumType>) -> TractResult<()> {
