@@ -52,10 +52,9 @@ pub fn per_image_convolutions(proto: &ModelProto, model: &InferenceModel) -> Opt
         let node = &graph.node[index];
         let Some(batch) = input_batch(&model, node).filter(|n| *n > 1) else { continue };
         let weights = initializer(graph, &node.input[1]).expect("checked by fits");
-        let elements = weights.dims.iter().product::<i64>().max(0) as usize * batch;
-        if added + elements > MAX_REPEATED_WEIGHTS {
-            continue;
-        }
+        // (Dims from the file: checked, not trusted.)
+        let elements = weights.dims.iter().try_fold(batch, |n, d| n.checked_mul(usize::try_from(*d).ok()?));
+        let Some(elements) = elements.filter(|e| added + e <= MAX_REPEATED_WEIGHTS) else { continue };
         added += elements;
         let replacement = per_image(graph, node, batch, &mut out.initializer);
         out.node.splice(index..=index, replacement);
@@ -69,10 +68,17 @@ fn fits(graph: &pb::GraphProto, node: &pb::NodeProto) -> bool {
     if node.op_type != "Conv" || node.input.len() < 2 || node.output.len() != 1 || node.name.is_empty() {
         return false;
     }
-    let float_initializer = |name: &String| initializer(graph, name).is_some_and(|t| t.data_type == crate::onnx::FLOAT && t.data_location != Some(1));
+    // Float data held in the file, as many values as the dims say (else tract reports it).
+    let float_initializer = |name: &String| {
+        initializer(graph, name).is_some_and(|t| {
+            let held = if t.raw_data.is_empty() { t.float_data.len() } else { t.raw_data.len() / 4 };
+            let declared = t.dims.iter().try_fold(1usize, |n, d| n.checked_mul(usize::try_from(*d).ok()?));
+            t.data_type == crate::onnx::FLOAT && t.data_location != Some(1) && declared == Some(held)
+        })
+    };
     let Some(weights) = initializer(graph, &node.input[1]).filter(|_| float_initializer(&node.input[1])) else { return false };
     let bias_ok = node.input.get(2).is_none_or(|b| b.is_empty() || float_initializer(b));
-    weights.dims.len() == 4 && weights.dims.iter().all(|d| *d > 0) && (weights.dims[2] * weights.dims[3]) as usize >= LAZY_IM2COL_MIN_TAPS && bias_ok
+    weights.dims.len() == 4 && weights.dims.iter().all(|d| *d > 0) && weights.dims[2].saturating_mul(weights.dims[3]) >= LAZY_IM2COL_MIN_TAPS as i64 && bias_ok
 }
 
 fn initializer<'a>(graph: &'a pb::GraphProto, name: &str) -> Option<&'a pb::TensorProto> {
