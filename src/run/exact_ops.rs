@@ -10,6 +10,7 @@
 use tract_onnx::model::{OnnxOpRegister, ParsingContext};
 use tract_onnx::pb::NodeProto;
 use tract_onnx::tract_core::ops::element_wise::ElementWiseMiniOp;
+use tract_onnx::tract_core::tract_linalg::element_wise::ElementWise;
 use tract_onnx::tract_core::tract_linalg::Func;
 use tract_onnx::tract_hir::internal::*;
 use tract_onnx::tract_hir::ops::element_wise::ElementWiseOp as HirElementWiseOp;
@@ -102,7 +103,9 @@ impl Activation {
 
     #[inline(always)]
     fn run_body_f32(&self, xs: &mut [f32]) -> TractResult<()> {
+        // tract's kernels, looked up once per evaluation (not per chunk).
         let exp = Func::Exp.ew_f32()?;
+        let tract_tanh = || Func::Tanh.ew_f32();
         let mut e = [0f32; CHUNK];
         match *self {
             Activation::Swish | Activation::Sigmoid => {
@@ -118,17 +121,19 @@ impl Activation {
                 }
             }
             Activation::Tanh => {
+                let tract_tanh = tract_tanh()?;
                 for chunk in xs.chunks_mut(CHUNK) {
-                    tanh_f32(chunk, &mut e[..chunk.len()])?;
+                    tanh_f32(chunk, &mut e[..chunk.len()], &*tract_tanh, &*exp)?;
                 }
             }
             Activation::Elu { alpha_bits } => {
                 let alpha = f32::from_bits(alpha_bits);
+                let tract_tanh = tract_tanh()?;
                 let mut half = [0f32; CHUNK];
                 for chunk in xs.chunks_mut(CHUNK) {
                     let (e, half) = (&mut e[..chunk.len()], &mut half[..chunk.len()]);
                     half.iter_mut().zip(chunk.iter()).for_each(|(h, x)| *h = *x * 0.5);
-                    tanh_f32(half, e)?;
+                    tanh_f32(half, e, &*tract_tanh, &*exp)?;
                     e.copy_from_slice(chunk);
                     exp.run(e)?;
                     for ((x, tanh), e) in chunk.iter_mut().zip(half.iter()).zip(e.iter()) {
@@ -159,15 +164,16 @@ impl Activation {
 }
 
 /// `tanh` in place: tract's where `|x| < 1` (accurate there), `sign(x) (1 - e) / (1 + e)`
-/// with `e = exp(-2|x|)` elsewhere; `scratch` is as long as `xs`.
+/// with `e = exp(-2|x|)` elsewhere; `scratch` is as long as `xs`; `tract_tanh` and `exp` are
+/// tract's kernels.
 #[inline(always)]
-fn tanh_f32(xs: &mut [f32], scratch: &mut [f32]) -> TractResult<()> {
+fn tanh_f32(xs: &mut [f32], scratch: &mut [f32], tract_tanh: &dyn ElementWise<f32>, exp: &dyn ElementWise<f32>) -> TractResult<()> {
     let mut near = [0f32; CHUNK];
     let near = &mut near[..xs.len()];
     near.copy_from_slice(xs);
-    Func::Tanh.ew_f32()?.run(near)?;
+    tract_tanh.run(near)?;
     scratch.iter_mut().zip(xs.iter()).for_each(|(e, x)| *e = -2.0 * x.abs());
-    Func::Exp.ew_f32()?.run(scratch)?;
+    exp.run(scratch)?;
     for ((x, near), e) in xs.iter_mut().zip(near.iter()).zip(scratch.iter()) {
         *x = if x.abs() < 1.0 {
             *near
