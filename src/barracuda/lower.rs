@@ -37,12 +37,12 @@ pub struct LowerOptions {
     pub deterministic: bool,
     /// Seed of the random layers (their own `pad[0]`, as in Barracuda, otherwise).
     pub seed: Option<u32>,
-    /// With `deterministic`: a random layer with an input becomes its mode expanded to the
-    /// input's shape (`Expand(mode, Shape(x))`, which tract folds into a constant at a fixed
-    /// batch, and with it the noise's scaling and the add to the mean) instead of
-    /// `x - x + mode` (three steps of every run). For the runner: Barracuda-era importers
-    /// reject a computed `Expand`, so files written for Unity keep the plain ops.
-    pub constant_mode: bool,
+    /// Lower for our tract runner rather than for a file Unity imports (Barracuda-era
+    /// importers reject a computed `Expand`): with `deterministic`, a random layer with an
+    /// input becomes its mode expanded to the input's shape (`Expand(mode, Shape(x))`, which
+    /// tract folds into a constant at a fixed batch, and with it the noise's scaling and the
+    /// add to the mean) instead of `x - x + mode` (three steps of every run).
+    pub for_runner: bool,
 }
 
 struct Builder<'a> {
@@ -305,7 +305,7 @@ impl Builder<'_> {
         let x = x.ok_or_else(|| LowerError::BadLayer { layer: layer.name.clone(), detail: "needs an input or a pool shape".into() })?;
         if self.options.deterministic {
             let mode = self.constant("mode", &[], vec![if normal { mean } else { mean + scale * 0.5 }]);
-            if self.options.constant_mode {
+            if self.options.for_runner {
                 let shape = self.node("Shape", vec![x], vec![], &layer.name);
                 return Ok(self.node("Expand", vec![mode, shape], vec![], &layer.name));
             }

@@ -13,6 +13,7 @@ mod conv_batch;
 mod exact;
 mod exact_ops;
 mod interface;
+mod layout_ops;
 mod nn;
 mod onnx;
 mod parity;

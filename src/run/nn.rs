@@ -7,6 +7,7 @@
 use crate::spec::model;
 use super::onnx::{bounded_elements, LoadOptions, OnnxPolicy, MAX_INPUT_ELEMENTS, NOISE_INPUT};
 use super::interface::{describe_non_finite, DeclaredInput, DeclaredOutput, FileVersion, MemorySlot, ModelInterface};
+use super::tensors::{TensorView, TensorViews};
 use super::{ModelFormat, NamedTensors, RunError, TensorData};
 use crate::barracuda::{self, LowerOptions, NnModel};
 
@@ -55,7 +56,7 @@ impl NnPolicy {
         } else {
             vec![]
         };
-        let lowered = barracuda::to_onnx(&model, LowerOptions { deterministic: options.deterministic, seed: options.seed, constant_mode: true })
+        let lowered = barracuda::to_onnx(&model, LowerOptions { deterministic: options.deterministic, seed: options.seed, for_runner: true })
             .map_err(|e| RunError::Lower { path: label.into(), detail: e.to_string() })?;
         // The lowering already did what the ONNX rewrites do.
         let inner = OnnxPolicy::from_proto(lowered, label, LoadOptions { noise_input: options.noise_input, ..Default::default() })?;
@@ -147,31 +148,19 @@ impl NnPolicy {
 
     pub fn run(&self, inputs: &NamedTensors) -> Result<NamedTensors, RunError> {
         let batch = inputs.values().next().and_then(|t| t.shape.first()).copied().unwrap_or(1);
-        let mut fed = NamedTensors::new();
+        // Each given input's rank-4 shape (its values are fed as they are, not copied), and
+        // zeros for the memories not given.
+        let mut given: Vec<(&str, Vec<usize>, &[f32])> = vec![];
+        let mut zero_memories: Vec<(&str, Vec<usize>, Vec<f32>)> = vec![];
         let declared = self.model.inputs.iter().map(|i| (&i.name, &i.shape));
         let memories = self.model.memories.iter().map(|m| (&m.input, &m.shape));
         for (name, shape) in declared.chain(memories) {
-            let rank4 = |t: &TensorData| -> Result<TensorData, RunError> {
-                t.validate(name)?;
-                if t.shape.len() == 4 {
-                    return Ok(t.clone());
-                }
-                // As ML-Agents feeds it: [N, size] (or Barracuda's [N, H, W, C], above).
-                let (h, w, c) = (shape[1].max(1) as usize, shape[2].max(1) as usize, shape[3]);
-                let declared = if (h, w) == (1, 1) { format!("[batch, {c}]") } else { format!("[batch, {h}, {w}, {c}]") };
-                let misfit = || RunError::BadInput { name: name.clone(), detail: format!("shape {:?} does not fit the declared {declared}", t.shape) };
-                let [n, per_row] = t.shape[..] else { return Err(misfit()) };
-                if per_row > MAX_INPUT_ELEMENTS || (c > 0 && per_row != h * w * c as usize) || !per_row.is_multiple_of(h * w) {
-                    return Err(misfit());
-                }
-                Ok(TensorData { shape: vec![n, h, w, per_row / (h * w)], data: t.data.clone() })
-            };
             match inputs.get(name.as_str()) {
                 Some(t) => {
                     if name == model::PREV_ACTION {
                         self.check_previous_actions(t)?;
                     }
-                    fed.insert(name.clone(), rank4(t)?);
+                    given.push((name, rank4_shape(name, shape, t)?, &t.data));
                 }
                 None if self.model.memories.iter().any(|m| &m.input == name) => {
                     let size = shape[3].max(1) as usize;
@@ -179,7 +168,7 @@ impl NnPolicy {
                         name: name.clone(),
                         detail: format!("a memory of {size} values for {batch} agents is over {MAX_INPUT_ELEMENTS} values"),
                     })?;
-                    fed.insert(name.clone(), TensorData { shape: vec![batch, 1, 1, size], data: vec![0.0; n] });
+                    zero_memories.push((name, vec![batch, 1, 1, size], vec![0.0; n]));
                 }
                 None => {
                     return Err(RunError::MissingInput {
@@ -189,11 +178,13 @@ impl NnPolicy {
                 }
             }
         }
+        let mut fed: TensorViews = given.iter().map(|(name, shape, data)| (*name, TensorView { shape, data })).collect();
+        fed.extend(zero_memories.iter().map(|(name, shape, data)| (*name, TensorView { shape, data })));
         if let Some(noise) = inputs.get(NOISE_INPUT) {
             // [N, values per row], reshaped to each random layer's shape in the graph.
-            fed.insert(NOISE_INPUT.into(), noise.clone());
+            fed.insert(NOISE_INPUT, noise.view());
         }
-        let mut out = self.inner.run(&fed)?;
+        let mut out = self.inner.run_views(&fed)?;
         for t in out.values_mut() {
             if t.shape.len() == 4 && t.shape[1] == 1 && t.shape[2] == 1 {
                 t.shape = vec![t.shape[0], t.shape[3]];
@@ -201,4 +192,22 @@ impl NnPolicy {
         }
         Ok(out)
     }
+}
+
+/// The rank-4 shape a `.nn` input or memory of declared `shape` (padded to 4 entries) is fed
+/// with: a rank-4 tensor as it is, `[N, size]` as ML-Agents feeds it (or Barracuda's
+/// `[N, H, W, C]`) unfolded.
+fn rank4_shape(name: &str, shape: &[i32], t: &TensorData) -> Result<Vec<usize>, RunError> {
+    t.validate(name)?;
+    if t.shape.len() == 4 {
+        return Ok(t.shape.clone());
+    }
+    let (h, w, c) = (shape[1].max(1) as usize, shape[2].max(1) as usize, shape[3]);
+    let declared = if (h, w) == (1, 1) { format!("[batch, {c}]") } else { format!("[batch, {h}, {w}, {c}]") };
+    let misfit = || RunError::BadInput { name: name.into(), detail: format!("shape {:?} does not fit the declared {declared}", t.shape) };
+    let [n, per_row] = t.shape[..] else { return Err(misfit()) };
+    if per_row > MAX_INPUT_ELEMENTS || (c > 0 && per_row != h * w * c as usize) || !per_row.is_multiple_of(h * w) {
+        return Err(misfit());
+    }
+    Ok(vec![n, h, w, per_row / (h * w)])
 }

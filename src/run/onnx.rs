@@ -7,10 +7,12 @@
 //! generator on every run, so it would repeat one draw at every decision). Plans are
 //! optimized per batch size and cached. Last, the activations tract approximates (`Tanh`,
 //! `Sigmoid`, `Elu`) are rewritten with ops it computes exactly at saturation
-//! ([`super::exact`]).
+//! ([`super::exact`]), and a graph input's NHWC -> NCHW transposition is given to a copy loop
+//! of our own ([`super::layout_ops`]).
 
 use crate::spec::model;
 use super::interface::{describe_non_finite, DeclaredInput, DeclaredOutput, FileVersion, ModelInterface};
+use super::tensors::{views, TensorViews};
 use super::{ModelFormat, NamedTensors, RunError, TensorData};
 use std::collections::BTreeMap;
 use std::collections::HashMap;
@@ -233,6 +235,11 @@ impl OnnxPolicy {
     /// Runs the model. Every declared input must be given; its shape must agree with the
     /// declared dims. Returns every output, converted to float.
     pub fn run(&self, inputs: &NamedTensors) -> Result<NamedTensors, RunError> {
+        self.run_views(&views(inputs))
+    }
+
+    /// [`Self::run`] on borrowed inputs.
+    pub(crate) fn run_views(&self, inputs: &TensorViews) -> Result<NamedTensors, RunError> {
         let Prepared { mut values, mut shapes, batch } = self.prepare(inputs)?;
         if let Some(draws) = &self.discrete_draws {
             let uniform = draws.draw(batch);
@@ -260,7 +267,7 @@ impl OnnxPolicy {
     /// cached states and the random streams are left as they were, so looking at a model
     /// (its constants, its output shapes) does not change what it plays.
     fn probe(&self, inputs: &NamedTensors) -> Result<NamedTensors, RunError> {
-        let Prepared { mut values, mut shapes, batch } = self.prepare(inputs)?;
+        let Prepared { mut values, mut shapes, batch } = self.prepare(&views(inputs))?;
         if let Some(draws) = &self.discrete_draws {
             let zeros = Tensor::zero::<f32>(&[batch, draws.branches]).expect("shape of two dims");
             shapes.push(zeros.shape().to_vec());
@@ -273,11 +280,11 @@ impl OnnxPolicy {
 
     /// The given inputs as tract values in the declared order, their shapes, and the batch,
     /// after checking names, shapes and that the batched inputs share one batch.
-    fn prepare(&self, inputs: &NamedTensors) -> Result<Prepared, RunError> {
+    fn prepare(&self, inputs: &TensorViews) -> Result<Prepared, RunError> {
         let mut values = TVec::new();
         let mut shapes = Vec::new();
         for declared in &self.inputs {
-            let given = inputs.get(&declared.name).ok_or_else(|| RunError::MissingInput {
+            let given = inputs.get(declared.name.as_str()).ok_or_else(|| RunError::MissingInput {
                 name: declared.name.clone(),
                 known: self.inputs.iter().map(|i| i.name.clone()).collect(),
             })?;
@@ -292,14 +299,14 @@ impl OnnxPolicy {
                     detail: format!("shape {:?} does not fit the declared {}", given.shape, declared.describe_dims()),
                 });
             }
-            let tensor = Tensor::from_shape(&given.shape, &given.data)
+            let tensor = Tensor::from_shape(given.shape, given.data)
                 .map_err(|e| RunError::BadInput { name: declared.name.clone(), detail: e.to_string() })?;
             values.push(tensor.into_tvalue());
-            shapes.push(given.shape.clone());
+            shapes.push(given.shape.to_vec());
         }
         for name in inputs.keys() {
-            if !self.inputs.iter().any(|i| &i.name == name) {
-                return Err(RunError::BadInput { name: name.clone(), detail: "the model has no such input".into() });
+            if !self.inputs.iter().any(|i| i.name == *name) {
+                return Err(RunError::BadInput { name: name.to_string(), detail: "the model has no such input".into() });
             }
         }
         let batch = shapes.first().and_then(|s| s.first()).copied().unwrap_or(1);
@@ -361,10 +368,11 @@ impl OnnxPolicy {
     }
 }
 
-/// tract-onnx with the ops the rewrites write ([`super::exact_ops`]).
+/// tract-onnx with the ops the rewrites write ([`super::exact_ops`], [`super::layout_ops`]).
 fn tract_framework() -> tract_onnx::Onnx {
     let mut framework = tract_onnx::onnx();
     super::exact_ops::register(&mut framework.op_register);
+    super::layout_ops::register(&mut framework.op_register);
     framework
 }
 
@@ -484,6 +492,7 @@ fn rewrite_for_tract(graph: &mut pb::GraphProto, opset: i64, options: LoadOption
         replace_multinomials(graph, opset);
     }
     super::exact::exact_activations(graph);
+    super::layout_ops::fast_input_transpositions(graph);
     if options.noise_input {
         feed_noise(graph);
     }

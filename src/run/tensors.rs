@@ -17,6 +17,26 @@ pub struct TensorData {
 impl TensorData {
     /// Checks that `data` holds `prod(shape)` values (a product that overflows never does).
     pub fn validate(&self, name: &str) -> Result<(), super::RunError> {
+        self.view().validate(name)
+    }
+
+    /// The tensor as a borrowed view.
+    pub(crate) fn view(&self) -> TensorView<'_> {
+        TensorView { shape: &self.shape, data: &self.data }
+    }
+}
+
+/// A shape and the values of a tensor held elsewhere: what a run reads, so that an input
+/// reshaped on the way (a `.nn` input made rank 4) is not copied for it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TensorView<'a> {
+    pub shape: &'a [usize],
+    pub data: &'a [f32],
+}
+
+impl TensorView<'_> {
+    /// See [`TensorData::validate`].
+    pub(crate) fn validate(&self, name: &str) -> Result<(), super::RunError> {
         let expected = self.shape.iter().try_fold(1usize, |n, d| n.checked_mul(*d));
         if expected != Some(self.data.len()) {
             let needs = expected.map_or_else(|| "more values than fit in memory".to_string(), |n| format!("{n} values"));
@@ -27,6 +47,14 @@ impl TensorData {
         }
         Ok(())
     }
+}
+
+/// Views of tensors by name.
+pub(crate) type TensorViews<'a> = BTreeMap<&'a str, TensorView<'a>>;
+
+/// Views of every tensor of `tensors`.
+pub(crate) fn views(tensors: &NamedTensors) -> TensorViews<'_> {
+    tensors.iter().map(|(name, t)| (name.as_str(), t.view())).collect()
 }
 
 /// Tensors by name.
