@@ -331,3 +331,39 @@ fn mutated_files_that_parse_never_panic_when_run() {
     }
     assert!(parsed > 20, "only {parsed} mutations parsed");
 }
+
+/// The LSTM cell of a recurrent `.nn` runs as one step of our own (the runner's lowering
+/// writes one ONNX `LSTM`, src/run/lstm_step.rs runs it with the exact activations): over six
+/// steps with the memories fed back, it gives what the cell's layers give run one by one.
+#[test]
+fn lstm_cells_run_as_one_step_and_match_their_layers() {
+    for name in ["Hallway.nn", "discrete1vis0vec_2_3action_recurr.nn"] {
+        let model = barracuda::read_file(&models_dir().join("nn").join(name)).unwrap();
+        let lowered = |for_runner| barracuda::to_onnx(&model, barracuda::LowerOptions { deterministic: true, for_runner, ..Default::default() }).unwrap();
+        let lstm_nodes = |proto: &tract_onnx::pb::ModelProto| proto.graph.as_ref().unwrap().node.iter().filter(|n| n.op_type == "LSTM").count();
+        assert_eq!(lstm_nodes(&lowered(true)), 1, "{name}: the runner's lowering writes the cell as one LSTM");
+        assert_eq!(lstm_nodes(&lowered(false)), 0, "{name}: a file for Unity keeps the layers");
+        let runner = NnPolicy::from_model(model.clone(), name, LoadOptions { deterministic: true, ..Default::default() }).unwrap();
+        let layers = mlagents::run::OnnxPolicy::from_proto(lowered(false), name, LoadOptions { deterministic: true, ..Default::default() }).unwrap();
+        let batch = 3;
+        let mut inputs = inputs_for(&model, batch);
+        for m in &model.memories {
+            inputs.insert(m.input.clone(), TensorData { shape: vec![batch, 1, 1, m.shape[3] as usize], data: vec![0.0; batch * m.shape[3] as usize] });
+        }
+        for step in 0..6 {
+            let (ours, reference) = (runner.run(&inputs).unwrap(), layers.run(&inputs).unwrap());
+            for (output, expected) in &reference {
+                let got = &ours[output].data;
+                assert_eq!(got.len(), expected.data.len(), "{name} {output}");
+                for (k, (a, b)) in got.iter().zip(&expected.data).enumerate() {
+                    assert!((a - b).abs() <= 2e-6 * b.abs().max(1.0), "{name} step {step} {output}[{k}]: {a} vs the layers' {b}");
+                }
+            }
+            for m in &model.memories {
+                let mut carried = reference[&m.output].clone();
+                carried.shape = vec![batch, 1, 1, carried.data.len() / batch];
+                inputs.insert(m.input.clone(), carried);
+            }
+        }
+    }
+}

@@ -4,8 +4,10 @@
 //! semantics follow barracuda-nn.md §7; a layer kind or parameter outside them is an error
 //! naming the layer, never a wrong answer.
 
+use super::lstm_cell::{find_lstm_cells, LstmCell};
 use super::model::{Activation, Layer, LayerType, NnModel, TensorDesc};
 use std::collections::HashMap;
+use std::rc::Rc;
 use crate::onnx::{attr_float, attr_int, attr_ints, attr_string, value_info, GraphBuilder, FLOAT, INT64};
 use tract_onnx::pb::{AttributeProto, ModelProto, ValueInfoProto};
 
@@ -41,7 +43,9 @@ pub struct LowerOptions {
     /// importers reject a computed `Expand`): with `deterministic`, a random layer with an
     /// input becomes its mode expanded to the input's shape (`Expand(mode, Shape(x))`, which
     /// tract folds into a constant at a fixed batch, and with it the noise's scaling and the
-    /// add to the mean) instead of `x - x + mode` (three steps of every run).
+    /// add to the mean) instead of `x - x + mode` (three steps of every run); an LSTM cell
+    /// written as layers ([`super::lstm_cell`]) becomes one ONNX `LSTM` (which tract runs as
+    /// two matrix products and one fused step; Barracuda imports no `LSTM`).
     pub for_runner: bool,
 }
 
@@ -55,6 +59,13 @@ struct Builder<'a> {
     /// With twins: `.nn` name -> the value computed with the random layers at their mode, for
     /// every layer downstream of a random layer.
     twins: Option<HashMap<String, String>>,
+    /// The index of the layer being lowered.
+    current: usize,
+    /// With `for_runner`: the LSTM cells lowered as one `LSTM` each.
+    lstm_cells: Vec<Rc<LstmCell>>,
+    /// The new hidden state of a cell whose `LSTM` is written, by the index of the layer
+    /// that computes it as layers.
+    pending_hidden: HashMap<usize, String>,
 }
 
 impl Builder<'_> {
@@ -82,24 +93,8 @@ impl Builder<'_> {
 
     /// A version-16 axis as an NHWC index (0..4); later versions store an 8-D index.
     fn axis(&self, layer: &Layer) -> Result<i64, LowerError> {
-        let a = layer.axis as i64;
-        let mapped = if self.format >= 17 && a >= 0 {
-            match a {
-                2 => 0,
-                5 => 1,
-                6 => 2,
-                7 => 3,
-                _ => -99,
-            }
-        } else if a < 0 {
-            4 + a
-        } else {
-            a
-        };
-        if !(0..4).contains(&mapped) {
-            return Err(LowerError::BadLayer { layer: layer.name.clone(), detail: format!("axis {} is outside NHWC", layer.axis) });
-        }
-        Ok(mapped)
+        nhwc_axis(self.format, layer.axis)
+            .ok_or_else(|| LowerError::BadLayer { layer: layer.name.clone(), detail: format!("axis {} is outside NHWC", layer.axis) })
     }
 
     /// `[N, H, W, C]` -> `[N, H*W*C]`.
@@ -468,8 +463,71 @@ impl Builder<'_> {
             out = self.activation(layer, layer.activation, out)?;
         }
         self.values.insert(layer.name.clone(), out);
+        self.take_lstm_outputs(layer)
+    }
+
+    /// The layers of an LSTM cell are lowered as written (what else reads a gate keeps
+    /// reading it), but the new cell state, where it is computed, and the new hidden state
+    /// come from one `LSTM` node; the gate layers nothing else reads are left unused, and
+    /// tract drops them.
+    fn take_lstm_outputs(&mut self, layer: &Layer) -> Result<(), LowerError> {
+        if let Some(cell) = self.lstm_cells.iter().find(|c| c.c_out == self.current).cloned() {
+            let (c, h) = self.lstm(&cell, &layer.name)?;
+            self.values.insert(layer.name.clone(), c);
+            self.pending_hidden.insert(cell.h_out, h);
+        } else if let Some(h) = self.pending_hidden.remove(&self.current) {
+            self.values.insert(layer.name.clone(), h);
+        }
         Ok(())
     }
+
+    /// One ONNX `LSTM` step (sequence length 1) for a cell: its new cell and hidden states,
+    /// rank 4.
+    fn lstm(&mut self, cell: &LstmCell, base: &str) -> Result<(String, String), LowerError> {
+        let layer = &self.model.layers[self.current];
+        let sequence = |this: &mut Self, name: &str| -> Result<String, LowerError> {
+            let value = this.resolve(layer, name)?;
+            let rows = this.flat(value, base);
+            Ok(this.node("Unsqueeze", vec![rows], vec![attr_ints("axes", &[0])], base))
+        };
+        let x = sequence(self, &cell.x)?;
+        let h = sequence(self, &cell.h_in)?;
+        let c = sequence(self, &cell.c_in)?;
+        let (hidden, input) = (cell.hidden as i64, cell.input as i64);
+        let w = self.constant(&format!("{base}/lstm_W"), &[1, 4 * hidden, input], cell.w.clone());
+        let r = self.constant(&format!("{base}/lstm_R"), &[1, 4 * hidden, hidden], cell.r.clone());
+        // ONNX adds an input and a recurrent bias; the layers have one.
+        let mut bias = cell.bias.clone();
+        bias.resize(8 * cell.hidden, 0.0);
+        let b = self.constant(&format!("{base}/lstm_B"), &[1, 8 * hidden], bias);
+        let outputs = ["lstm_Y", "lstm_Y_h", "lstm_Y_c"].map(|o| self.graph.fresh(&format!("{base}/{o}")));
+        self.graph.node_outputs("LSTM", vec![x, w, r, b, String::new(), h, c], vec![attr_int("hidden_size", hidden)], &outputs);
+        let last_step = |this: &mut Self, value: &str| {
+            let rows = this.node("Squeeze", vec![value.to_string()], vec![attr_ints("axes", &[0])], base);
+            this.unflat(rows, base)
+        };
+        Ok((last_step(self, &outputs[2]), last_step(self, &outputs[1])))
+    }
+}
+
+/// A layer's axis as an NHWC index (0..4): version 16 stores it so (negative from the end),
+/// later versions store an index into 8 dimensions. `None` outside NHWC.
+fn nhwc_axis(format: i64, axis: i32) -> Option<i64> {
+    let a = axis as i64;
+    let mapped = if format >= 17 && a >= 0 {
+        match a {
+            2 => 0,
+            5 => 1,
+            6 => 2,
+            7 => 3,
+            _ => -99,
+        }
+    } else if a < 0 {
+        4 + a
+    } else {
+        a
+    };
+    (0..4).contains(&mapped).then_some(mapped)
 }
 
 /// `[N, K]` -> `[N, 1, 1, K]` with two single-axis Unsqueeze nodes (Barracuda before 2.3
@@ -494,8 +552,16 @@ pub struct LoweredValues {
 /// of random layers or of those inputs are also lowered deterministically (see
 /// [`LoweredValues`]).
 pub fn lower_into(model: &NnModel, options: LowerOptions, graph: &mut GraphBuilder, inputs: HashMap<String, String>, twins: Option<HashMap<String, String>>) -> Result<LoweredValues, LowerError> {
-    let mut b = Builder { model, options, format: model.format_version(), graph, values: inputs, twins };
-    for layer in &model.layers {
+    let format = model.format_version();
+    // Twins lower layers a second time, which the cells' outputs would not follow.
+    let lstm_cells = if options.for_runner && twins.is_none() {
+        find_lstm_cells(model, |concat| nhwc_axis(format, concat.axis) == Some(3)).into_iter().map(Rc::new).collect()
+    } else {
+        vec![]
+    };
+    let mut b = Builder { model, options, format, graph, values: inputs, twins, current: 0, lstm_cells, pending_hidden: HashMap::new() };
+    for (index, layer) in model.layers.iter().enumerate() {
+        b.current = index;
         b.layer_and_twin(layer)?;
     }
     Ok(LoweredValues { values: b.values, twins: b.twins.unwrap_or_default() })

@@ -3,6 +3,7 @@
 
 pub mod export;
 mod lower;
+mod lstm_cell;
 mod model;
 mod reader;
 mod writer;

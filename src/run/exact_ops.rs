@@ -40,7 +40,7 @@ fn wrap(activation: Activation) -> Box<dyn InferenceOp> {
 
 /// One exact activation (Elu's alpha kept as bits, so that the op compares equal to itself).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Activation {
+pub(super) enum Activation {
     Swish,
     Sigmoid,
     Tanh,
@@ -86,7 +86,7 @@ impl ElementWiseMiniOp for Activation {
 impl Activation {
     /// [`Self::run_body_f32`], with its own loops compiled for AVX2 where the CPU has it
     /// (the crate is built for baseline x86-64; tract's kernels pick their own).
-    fn run_f32(&self, xs: &mut [f32]) -> TractResult<()> {
+    pub(super) fn run_f32(&self, xs: &mut [f32]) -> TractResult<()> {
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2 (checked just above).

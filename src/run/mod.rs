@@ -14,6 +14,7 @@ mod exact;
 mod exact_ops;
 mod interface;
 mod layout_ops;
+mod lstm_step;
 mod nn;
 mod onnx;
 mod parity;

@@ -7,8 +7,9 @@
 //! generator on every run, so it would repeat one draw at every decision). Plans are
 //! optimized per batch size and cached. Last, the activations tract approximates (`Tanh`,
 //! `Sigmoid`, `Elu`) are rewritten with ops it computes exactly at saturation
-//! ([`super::exact`]), and a graph input's NHWC -> NCHW transposition is given to a copy loop
-//! of our own ([`super::layout_ops`]).
+//! ([`super::exact`]), a one-step `LSTM` (as lowered from a `.nn`) with the same exact
+//! activations ([`super::lstm_step`]), and a graph input's NHWC -> NCHW transposition is
+//! given to a copy loop of our own ([`super::layout_ops`]).
 
 use crate::spec::model;
 use super::interface::{describe_non_finite, DeclaredInput, DeclaredOutput, FileVersion, ModelInterface};
@@ -368,11 +369,13 @@ impl OnnxPolicy {
     }
 }
 
-/// tract-onnx with the ops the rewrites write ([`super::exact_ops`], [`super::layout_ops`]).
+/// tract-onnx with the ops the rewrites write ([`super::exact_ops`], [`super::layout_ops`],
+/// [`super::lstm_step`]).
 fn tract_framework() -> tract_onnx::Onnx {
     let mut framework = tract_onnx::onnx();
     super::exact_ops::register(&mut framework.op_register);
     super::layout_ops::register(&mut framework.op_register);
+    super::lstm_step::register(&mut framework.op_register);
     framework
 }
 
@@ -491,6 +494,7 @@ fn rewrite_for_tract(graph: &mut pb::GraphProto, opset: i64, options: LoadOption
         graph.input.push(unshaped_float_input(UNIFORM_INPUT));
         replace_multinomials(graph, opset);
     }
+    super::lstm_step::one_step_lstms(graph, opset);
     super::exact::exact_activations(graph);
     super::layout_ops::fast_input_transpositions(graph);
     if options.noise_input {

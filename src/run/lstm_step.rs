@@ -1,0 +1,352 @@
+//! One-step ONNX `LSTM`s as one matrix product and one gate step of our own with the exact
+//! activations of [`super::exact`].
+//!
+//! tract runs an ONNX `LSTM` with its `LstmEpilogue`, whose sigmoid and tanh are the
+//! approximations [`super::exact`] replaces elsewhere (tanh stops at ±0.9999993): on
+//! Hallway.nn's cell state that moved the memory by 1.5e-5 in one step and 1.5e-4 over six,
+//! where the layers the cell was lowered from stay within 7e-6 of onnxruntime. An `LSTM` whose
+//! sequence is one step by construction (its input is an `Unsqueeze` on axis 0, as in the
+//! `.nn` lowering's, see `barracuda::LowerOptions::for_runner`) and that uses ONNX's defaults
+//! (forward, sigmoid/tanh/tanh, no clip) becomes `Gemm(Concat(x, h), [W | R]ᵀ, Wb + Rb)` and [`LSTM_STEP`] on the four gates,
+//! which tract runs as two products and one pass.
+
+use super::exact_ops::Activation;
+use tract_onnx::model::OnnxOpRegister;
+use tract_onnx::pb;
+use tract_onnx::tract_hir::internal::*;
+
+/// The op type the rewrite writes (a prefix no ONNX domain uses).
+pub const LSTM_STEP: &str = "MlAgentsLstmStep";
+
+/// Adds [`LSTM_STEP`] to a tract-onnx op register.
+pub fn register(register: &mut OnnxOpRegister) {
+    register.insert(LSTM_STEP, |_, _| Ok((expand(LstmStepRules), vec![])));
+}
+
+/// Rewrites every one-step `LSTM` of the graph (see the module docs); returns how many.
+pub fn one_step_lstms(graph: &mut pb::GraphProto, opset: i64) -> usize {
+    let mut rewritten = 0;
+    let mut nodes = Vec::with_capacity(graph.node.len());
+    for node in std::mem::take(&mut graph.node) {
+        match one_step(&node, &nodes, &graph.initializer, opset) {
+            Some(step) => {
+                graph.initializer.extend(step.initializers);
+                nodes.extend(step.nodes);
+                rewritten += 1;
+            }
+            None => nodes.push(node),
+        }
+    }
+    graph.node = nodes;
+    rewritten
+}
+
+/// The nodes and weights that replace one `LSTM`.
+struct Replacement {
+    nodes: Vec<pb::NodeProto>,
+    initializers: Vec<pb::TensorProto>,
+}
+
+/// The replacement of `lstm` when it is a one-step `LSTM` with ONNX's defaults and float
+/// weights that fit their dims; `earlier` are the nodes before it.
+fn one_step(lstm: &pb::NodeProto, earlier: &[pb::NodeProto], initializers: &[pb::TensorProto], opset: i64) -> Option<Replacement> {
+    if lstm.op_type != "LSTM" || !lstm.domain.is_empty() {
+        return None;
+    }
+    let hidden = usize::try_from(lstm.attribute.iter().find(|a| a.name == "hidden_size")?.i).ok().filter(|h| *h > 0)?;
+    let defaults = lstm.attribute.iter().all(|a| a.name == "hidden_size" || (a.name == "direction" && a.s == b"forward"));
+    let input = |k: usize| lstm.input.get(k).filter(|name| !name.is_empty());
+    let output = |k: usize| lstm.output.get(k).filter(|name| !name.is_empty()).cloned();
+    if !defaults || input(4).is_some() || lstm.input.len() > 8 {
+        return None;
+    }
+    let (x, h0, c0) = (input(0)?, input(5)?, input(6)?);
+    let unsqueeze = earlier.iter().rev().find(|n| n.output.iter().any(|o| o == x))?;
+    let rows = unsqueeze.input.first().filter(|_| unsqueezes_axis_0(unsqueeze, initializers, opset))?;
+    let weights = |k: usize| input(k).and_then(|name| initializers.iter().find(|t| &t.name == name));
+    let (w, r) = (float_values(weights(1)?)?, float_values(weights(2)?)?);
+    let bias = match input(3) {
+        Some(_) => Some(float_values(weights(3)?)?),
+        None => None,
+    };
+    let features = w.len() / (4 * hidden);
+    if features == 0 || w.len() != 4 * hidden * features || r.len() != 4 * hidden * hidden || bias.as_ref().is_some_and(|b| b.len() != 8 * hidden) {
+        return None;
+    }
+    let base = if lstm.name.is_empty() { x.clone() } else { lstm.name.clone() };
+    Some(replacement(&base, [rows, h0, c0], GateWeights { w: &w, r: &r, bias: bias.as_deref(), hidden, features }, [output(0), output(1), output(2)]))
+}
+
+/// ONNX `LSTM` weights: `W [4h, features]`, `R [4h, h]`, bias `[8h]` (input then recurrent).
+struct GateWeights<'a> {
+    w: &'a [f32],
+    r: &'a [f32],
+    bias: Option<&'a [f32]>,
+    hidden: usize,
+    features: usize,
+}
+
+/// `Gemm(Concat(x, Flatten(h0)), K, b)` with `K = [W | R]ᵀ` (`[features + h, 4h]`), the gate
+/// step, and the `LSTM`'s outputs reshaped from its `[N, h]` results.
+fn replacement(base: &str, [rows, h0, c0]: [&String; 3], weights: GateWeights, [y, y_h, y_c]: [Option<String>; 3]) -> Replacement {
+    let GateWeights { w, r, bias, hidden, features } = weights;
+    let value = |suffix: &str| format!("{base}/one_step/{suffix}");
+    let mut kernel = Vec::with_capacity((features + hidden) * 4 * hidden);
+    for row in 0..features + hidden {
+        for gate_unit in 0..4 * hidden {
+            kernel.push(if row < features { w[gate_unit * features + row] } else { r[gate_unit * hidden + row - features] });
+        }
+    }
+    let summed_bias: Vec<f32> = (0..4 * hidden).map(|k| bias.map_or(0.0, |b| b[k] + b[4 * hidden + k])).collect();
+    let node = |op: &str, inputs: Vec<String>, outputs: Vec<String>, attribute: Vec<pb::AttributeProto>| pb::NodeProto {
+        op_type: op.into(),
+        name: outputs[0].clone(),
+        input: inputs,
+        output: outputs,
+        attribute,
+        ..Default::default()
+    };
+    let int = |name: &str, i: i64| pb::AttributeProto { name: name.into(), i, r#type: pb::attribute_proto::AttributeType::Int as i32, ..Default::default() };
+    let mut nodes = vec![
+        node("Flatten", vec![h0.clone()], vec![value("h0")], vec![int("axis", 2)]),
+        node("Flatten", vec![c0.clone()], vec![value("c0")], vec![int("axis", 2)]),
+        node("Concat", vec![rows.clone(), value("h0")], vec![value("joined")], vec![int("axis", 1)]),
+        node("Gemm", vec![value("joined"), value("kernel"), value("bias")], vec![value("gates")], vec![]),
+        node(LSTM_STEP, vec![value("gates"), value("c0")], vec![value("h"), value("c")], vec![]),
+    ];
+    let hidden_dim = hidden as i64;
+    let mut shapes = vec![];
+    for (output, from, shape) in [(y, "h", vec![1, 1, -1, hidden_dim]), (y_h, "h", vec![1, -1, hidden_dim]), (y_c, "c", vec![1, -1, hidden_dim])] {
+        let Some(output) = output else { continue };
+        let shape_name = value(&format!("shape_{}", shapes.len()));
+        nodes.push(node("Reshape", vec![value(from), shape_name.clone()], vec![output], vec![]));
+        shapes.push(int64_tensor(&shape_name, &shape));
+    }
+    let mut initializers = vec![float_tensor(&value("kernel"), &[(features + hidden) as i64, 4 * hidden_dim], kernel), float_tensor(&value("bias"), &[4 * hidden_dim], summed_bias)];
+    initializers.extend(shapes);
+    Replacement { nodes, initializers }
+}
+
+/// Whether an `Unsqueeze` inserts exactly axis 0 (the axes an attribute before opset 13, an
+/// initializer input from 13 on).
+fn unsqueezes_axis_0(node: &pb::NodeProto, initializers: &[pb::TensorProto], opset: i64) -> bool {
+    if node.op_type != "Unsqueeze" {
+        return false;
+    }
+    if opset < 13 {
+        return node.attribute.iter().any(|a| a.name == "axes" && a.ints == [0]);
+    }
+    let axes = node.input.get(1).and_then(|name| initializers.iter().find(|t| &t.name == name));
+    axes.and_then(crate::onnx::tensor_values).is_some_and(|values| values.collect::<Vec<f64>>() == [0.0])
+}
+
+/// A float32 tensor's values, when it holds what its dims declare.
+fn float_values(t: &pb::TensorProto) -> Option<Vec<f32>> {
+    if t.data_type != pb::tensor_proto::DataType::Float as i32 {
+        return None;
+    }
+    let values: Vec<f32> = crate::onnx::tensor_values(t)?.map(|v| v as f32).collect();
+    let declared = t.dims.iter().try_fold(1usize, |n, d| n.checked_mul(usize::try_from(*d).ok()?))?;
+    (declared == values.len()).then_some(values)
+}
+
+fn float_tensor(name: &str, dims: &[i64], data: Vec<f32>) -> pb::TensorProto {
+    pb::TensorProto { name: name.into(), dims: dims.to_vec(), data_type: pb::tensor_proto::DataType::Float as i32, float_data: data, ..Default::default() }
+}
+
+fn int64_tensor(name: &str, data: &[i64]) -> pb::TensorProto {
+    pb::TensorProto { name: name.into(), dims: vec![data.len() as i64], data_type: pb::tensor_proto::DataType::Int64 as i32, int64_data: data.to_vec(), ..Default::default() }
+}
+
+/// The op's shape rules while tract reads the graph: gates `[N, 4h]` and cell state
+/// `[N, h]` in, new hidden and cell states `[N, h]` out.
+#[derive(Debug, Clone, Hash)]
+struct LstmStepRules;
+
+impl Expansion for LstmStepRules {
+    fn name(&self) -> StaticName {
+        LSTM_STEP.into()
+    }
+
+    fn nboutputs(&self) -> TractResult<usize> {
+        Ok(2)
+    }
+
+    fn rules<'r, 'p: 'r, 's: 'r>(&'s self, s: &mut Solver<'r>, inputs: &'p [TensorProxy], outputs: &'p [TensorProxy]) -> InferenceResult {
+        check_input_arity(inputs, 2)?;
+        check_output_arity(outputs, 2)?;
+        s.equals(&inputs[0].rank, 2)?;
+        s.equals(&inputs[1].rank, 2)?;
+        s.equals(&inputs[0].shape[0], &inputs[1].shape[0])?;
+        s.equals(&inputs[0].shape[1], 4 * inputs[1].shape[1].bex())?;
+        for output in outputs {
+            s.equals(&output.datum_type, &inputs[1].datum_type)?;
+            s.equals(&output.shape, &inputs[1].shape)?;
+        }
+        Ok(())
+    }
+
+    fn wire(&self, prefix: &str, model: &mut TypedModel, inputs: &[OutletId]) -> TractResult<TVec<OutletId>> {
+        model.wire_node(prefix, LstmStep, inputs)
+    }
+}
+
+/// The gate step: with gates `[i | o | f | g]` (ONNX order) before their activations,
+/// `c' = σ(f)·c + σ(i)·tanh(g)` and `h' = σ(o)·tanh(c')`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct LstmStep;
+
+impl Op for LstmStep {
+    fn name(&self) -> StaticName {
+        LSTM_STEP.into()
+    }
+
+    op_as_typed_op!();
+}
+
+impl EvalOp for LstmStep {
+    op_out_of_plan!();
+
+    fn eval(&self, _: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
+        let (gates, cell) = args_2!(inputs);
+        ensure!(gates.datum_type() == f32::datum_type() && cell.datum_type() == f32::datum_type(), "{LSTM_STEP} takes float32 tensors");
+        let gates = gates.try_as_plain_ram()?;
+        let gates = gates.as_slice::<f32>()?;
+        let old_cell = cell.try_as_plain_ram()?;
+        let old_cell = old_cell.as_slice::<f32>()?;
+        let shape = cell.shape().to_vec();
+        let hidden = *shape.last().unwrap_or(&0);
+        ensure!(gates.len() == 4 * old_cell.len(), "{LSTM_STEP}: {} gate values for {} cell values", gates.len(), old_cell.len());
+        let mut new_hidden = Tensor::zero::<f32>(&shape)?;
+        let mut new_cell = Tensor::zero::<f32>(&shape)?;
+        {
+            let mut h = new_hidden.try_as_plain_ram_mut()?;
+            let mut c = new_cell.try_as_plain_ram_mut()?;
+            step(gates, old_cell, hidden, h.as_slice_mut::<f32>()?, c.as_slice_mut::<f32>()?)?;
+        }
+        Ok(tvec!(new_hidden.into_tvalue(), new_cell.into_tvalue()))
+    }
+}
+
+/// The gate step over every row (see [`LstmStep`]).
+fn step(gates: &[f32], old_cell: &[f32], hidden: usize, new_hidden: &mut [f32], new_cell: &mut [f32]) -> TractResult<()> {
+    if hidden == 0 {
+        return Ok(());
+    }
+    let mut activated = gates.to_vec();
+    for row in activated.chunks_exact_mut(4 * hidden) {
+        let (sigmoids, cell_gate) = row.split_at_mut(3 * hidden);
+        Activation::Sigmoid.run_f32(sigmoids)?;
+        Activation::Tanh.run_f32(cell_gate)?;
+    }
+    let rows = activated.chunks_exact(4 * hidden).zip(old_cell.chunks_exact(hidden));
+    for ((gates, old), new) in rows.zip(new_cell.chunks_exact_mut(hidden)) {
+        let (input, forget, cell_gate) = (&gates[..hidden], &gates[2 * hidden..3 * hidden], &gates[3 * hidden..]);
+        for k in 0..hidden {
+            new[k] = old[k] * forget[k] + input[k] * cell_gate[k];
+        }
+    }
+    new_hidden.copy_from_slice(new_cell);
+    Activation::Tanh.run_f32(new_hidden)?;
+    for (gates, h) in activated.chunks_exact(4 * hidden).zip(new_hidden.chunks_exact_mut(hidden)) {
+        let output = &gates[hidden..2 * hidden];
+        h.iter_mut().zip(output).for_each(|(h, o)| *h *= o);
+    }
+    Ok(())
+}
+
+impl TypedOp for LstmStep {
+    fn output_facts(&self, inputs: &[&TypedFact]) -> TractResult<TVec<TypedFact>> {
+        let cell = inputs[1].without_value();
+        Ok(tvec!(cell.clone(), cell))
+    }
+
+    as_op!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::onnx::{attr_int, attr_ints, attr_string, value_info, GraphBuilder, FLOAT};
+
+    fn values(n: usize, salt: usize, scale: f32) -> Vec<f32> {
+        (0..n).map(|k| ((k * 7919 + salt * 104_729) % 211) as f32 / 211.0 * scale - scale / 2.0).collect()
+    }
+
+    /// `X [1, N, 3]` (an Unsqueeze of `x` unless `direct`) through an `LSTM` of hidden size 2
+    /// with every weight and both biases set, and the extra attributes.
+    fn lstm_graph(direct: bool, extra: Vec<pb::AttributeProto>) -> pb::ModelProto {
+        let mut g = GraphBuilder::default();
+        let (hidden, features) = (2i64, 3i64);
+        let w = g.constant("W", &[1, 4 * hidden, features], values(24, 1, 2.0));
+        let r = g.constant("R", &[1, 4 * hidden, hidden], values(16, 2, 2.0));
+        let b = g.constant("B", &[1, 8 * hidden], values(16, 3, 1.0));
+        let x = if direct { "x".to_string() } else { g.node("Unsqueeze", vec!["x".into()], vec![attr_ints("axes", &[0])], "x_seq") };
+        let mut attributes = vec![attr_int("hidden_size", hidden)];
+        attributes.extend(extra);
+        let outputs = ["Y".to_string(), "Y_h".into(), "Y_c".into()];
+        g.node_outputs("LSTM", vec![x, w, r, b, String::new(), "h0".into(), "c0".into()], attributes, &outputs);
+        let x_dims: &[i64] = if direct { &[1, 2, features] } else { &[2, features] };
+        let inputs = vec![value_info("x", FLOAT, x_dims), value_info("h0", FLOAT, &[1, 2, hidden]), value_info("c0", FLOAT, &[1, 2, hidden])];
+        g.finish("lstm", 11, inputs, outputs.iter().map(|o| value_info(o, FLOAT, &[])).collect(), "test")
+    }
+
+    /// Only a one-step `LSTM` with ONNX's defaults is rewritten.
+    #[test]
+    fn only_one_step_default_lstms_are_rewritten() {
+        let count = |mut proto: pb::ModelProto| one_step_lstms(proto.graph.as_mut().unwrap(), 11);
+        assert_eq!(count(lstm_graph(false, vec![])), 1);
+        assert_eq!(count(lstm_graph(false, vec![attr_string("direction", "forward")])), 1);
+        assert_eq!(count(lstm_graph(true, vec![])), 0, "a sequence of unknown length");
+        assert_eq!(count(lstm_graph(false, vec![attr_string("direction", "reverse")])), 0);
+        assert_eq!(count(lstm_graph(false, vec![pb::AttributeProto { name: "clip".into(), f: 1.0, r#type: 1, ..Default::default() }])), 0);
+    }
+
+    /// The rewritten step gives tract's own `LSTM` outputs (both biases, every output) to
+    /// within its activations' approximation, on inputs away from saturation.
+    #[test]
+    fn the_rewritten_step_computes_the_lstm() {
+        use tract_onnx::prelude::*;
+        let proto = lstm_graph(false, vec![]);
+        let feed = || tvec![tensor2(&[[0.3f32, -0.7, 0.5], [-1.1, 0.2, 0.9]]).into_tvalue(), tensor3(&[[[0.1f32, -0.4], [0.6, 0.2]]]).into_tvalue(), tensor3(&[[[-0.5f32, 0.8], [0.3, -0.9]]]).into_tvalue()];
+        let run = |proto: &pb::ModelProto| -> Vec<Vec<f32>> {
+            let mut framework = tract_onnx::onnx();
+            register(&mut framework.op_register);
+            super::super::exact_ops::register(&mut framework.op_register);
+            let plan = framework.model_for_proto_model(proto).unwrap().into_optimized().unwrap().into_runnable().unwrap();
+            plan.run(feed()).unwrap().iter().map(|t| t.try_as_plain_ram().unwrap().as_slice::<f32>().unwrap().to_vec()).collect()
+        };
+        let mut rewritten = proto.clone();
+        assert_eq!(one_step_lstms(rewritten.graph.as_mut().unwrap(), 11), 1);
+        let (expected, got) = (run(&proto), run(&rewritten));
+        assert_eq!(expected.len(), 3);
+        for (e, g) in expected.iter().zip(&got) {
+            assert_eq!(e.len(), g.len());
+            for (a, b) in e.iter().zip(g) {
+                assert!((a - b).abs() < 1e-5, "tract's LSTM {e:?}, the rewritten step {g:?}");
+            }
+        }
+    }
+
+    /// The step's activations are exact where tract's saturate: against float64 on gates
+    /// from -30 to 30.
+    #[test]
+    fn the_step_is_exact_at_saturation() {
+        let hidden = 5;
+        let gates: Vec<f32> = (0..2 * 4 * hidden).map(|k| k as f32 * 1.5 - 30.0).collect();
+        let cell: Vec<f32> = (0..2 * hidden).map(|k| k as f32 * 3.0 - 15.0).collect();
+        let (mut h, mut c) = (vec![0.0; cell.len()], vec![0.0; cell.len()]);
+        step(&gates, &cell, hidden, &mut h, &mut c).unwrap();
+        let sigmoid = |x: f32| 1.0 / (1.0 + (-(x as f64)).exp());
+        for row in 0..2 {
+            for k in 0..hidden {
+                let g = |gate: usize| gates[row * 4 * hidden + gate * hidden + k];
+                let new_c = sigmoid(g(2)) * cell[row * hidden + k] as f64 + sigmoid(g(0)) * (g(3) as f64).tanh();
+                let new_h = sigmoid(g(1)) * new_c.tanh();
+                let (got_c, got_h) = (c[row * hidden + k] as f64, h[row * hidden + k] as f64);
+                assert!((got_c - new_c).abs() <= 1e-6 * new_c.abs().max(1.0), "c {got_c} vs {new_c}");
+                assert!((got_h - new_h).abs() <= 1e-6 * new_h.abs().max(1e-3), "h {got_h} vs {new_h}");
+            }
+        }
+    }
+}
