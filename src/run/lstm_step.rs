@@ -4,11 +4,12 @@
 //! tract runs an ONNX `LSTM` with its `LstmEpilogue`, whose sigmoid and tanh are the
 //! approximations [`super::exact`] replaces elsewhere (tanh stops at ±0.9999993): on
 //! Hallway.nn's cell state that moved the memory by 1.5e-5 in one step and 1.5e-4 over six,
-//! where the layers the cell was lowered from stay within 7e-6 of onnxruntime. An `LSTM` whose
-//! sequence is one step by construction (its input is an `Unsqueeze` on axis 0, as in the
-//! `.nn` lowering's, see `barracuda::LowerOptions::for_runner`) and that uses ONNX's defaults
-//! (forward, sigmoid/tanh/tanh, no clip) becomes `Gemm(Concat(x, h), [W | R]ᵀ, Wb + Rb)` and [`LSTM_STEP`] on the four gates,
-//! which tract runs as two products and one pass.
+//! where the layers the cell was lowered from stay within 4e-6 of onnxruntime. An `LSTM` whose
+//! sequence is one step by construction ([`StepRows`]: the `.nn` lowering's, see
+//! `barracuda::LowerOptions::for_runner`, and ML-Agents' torch export) and that uses ONNX's
+//! defaults (forward, sigmoid/tanh/tanh, no clip) becomes `Gemm(Concat(x, h), [W | R]ᵀ,
+//! Wb + Rb)` and [`LSTM_STEP`] on the four gates, which tract runs as two products and one
+//! pass, as fast as its own.
 
 use super::exact_ops::Activation;
 use tract_onnx::model::OnnxOpRegister;
@@ -61,8 +62,7 @@ fn one_step(lstm: &pb::NodeProto, earlier: &[pb::NodeProto], initializers: &[pb:
         return None;
     }
     let (x, h0, c0) = (input(0)?, input(5)?, input(6)?);
-    let unsqueeze = earlier.iter().rev().find(|n| n.output.iter().any(|o| o == x))?;
-    let rows = unsqueeze.input.first().filter(|_| unsqueezes_axis_0(unsqueeze, initializers, opset))?;
+    let rows = one_step_rows(x, earlier, initializers, opset)?;
     let weights = |k: usize| input(k).and_then(|name| initializers.iter().find(|t| &t.name == name));
     let (w, r) = (float_values(weights(1)?)?, float_values(weights(2)?)?);
     let bias = match input(3) {
@@ -70,11 +70,12 @@ fn one_step(lstm: &pb::NodeProto, earlier: &[pb::NodeProto], initializers: &[pb:
         None => None,
     };
     let features = w.len() / (4 * hidden);
-    if features == 0 || w.len() != 4 * hidden * features || r.len() != 4 * hidden * hidden || bias.as_ref().is_some_and(|b| b.len() != 8 * hidden) {
+    let fits = w.len() == 4 * hidden * features && r.len() == 4 * hidden * hidden && bias.as_ref().is_none_or(|b| b.len() == 8 * hidden);
+    if features == 0 || !fits || rows.features().is_some_and(|f| f != features as i64) {
         return None;
     }
     let base = if lstm.name.is_empty() { x.clone() } else { lstm.name.clone() };
-    Some(replacement(&base, [rows, h0, c0], GateWeights { w: &w, r: &r, bias: bias.as_deref(), hidden, features }, [output(0), output(1), output(2)]))
+    Some(replacement(&base, &rows, [h0, c0], GateWeights { w: &w, r: &r, bias: bias.as_deref(), hidden, features }, [output(0), output(1), output(2)], opset))
 }
 
 /// ONNX `LSTM` weights: `W [4h, features]`, `R [4h, h]`, bias `[8h]` (input then recurrent).
@@ -86,9 +87,58 @@ struct GateWeights<'a> {
     features: usize,
 }
 
-/// `Gemm(Concat(x, Flatten(h0)), K, b)` with `K = [W | R]ᵀ` (`[features + h, 4h]`), the gate
+/// Where the `[N, features]` rows of a one-step `LSTM`'s input `X` (`[1, N, features]`) are.
+enum StepRows {
+    /// `X` is `Unsqueeze(rows, axes = [0])` (the `.nn` lowering's).
+    Unsqueezed(String),
+    /// `X` is `Transpose(Reshape(v, [-1, 1, features]), perm = [1, 0, 2])` (ML-Agents' torch
+    /// export of its `batch_first` LSTM): the rows are `Reshape(v, [-1, features])`.
+    Transposed { source: String, features: i64 },
+}
+
+impl StepRows {
+    fn features(&self) -> Option<i64> {
+        match self {
+            StepRows::Unsqueezed(_) => None,
+            StepRows::Transposed { features, .. } => Some(*features),
+        }
+    }
+}
+
+/// The rows of `x` when it is one step by construction (see [`StepRows`]).
+fn one_step_rows(x: &str, earlier: &[pb::NodeProto], initializers: &[pb::TensorProto], opset: i64) -> Option<StepRows> {
+    let producer = |name: &str| earlier.iter().rev().find(|n| n.output.iter().any(|o| o == name));
+    let node = producer(x)?;
+    if node.op_type == "Unsqueeze" {
+        let rows = node.input.first().filter(|_| unsqueezes_axis_0(node, initializers, opset))?;
+        return Some(StepRows::Unsqueezed(rows.clone()));
+    }
+    let perm = node.attribute.iter().find(|a| a.name == "perm").map(|a| a.ints.as_slice());
+    if node.op_type != "Transpose" || perm != Some(&[1, 0, 2][..]) {
+        return None;
+    }
+    let reshape = producer(node.input.first()?).filter(|n| n.op_type == "Reshape" && n.input.len() == 2)?;
+    match constant_ints(&reshape.input[1], earlier, initializers)?.as_slice() {
+        [-1, 1, features] if *features > 0 => Some(StepRows::Transposed { source: reshape.input[0].clone(), features: *features }),
+        _ => None,
+    }
+}
+
+/// The values of an int64 initializer or `Constant` node.
+fn constant_ints(name: &str, earlier: &[pb::NodeProto], initializers: &[pb::TensorProto]) -> Option<Vec<i64>> {
+    let tensor = initializers.iter().find(|t| t.name == name).or_else(|| {
+        let node = earlier.iter().rev().find(|n| n.output.iter().any(|o| o == name)).filter(|n| n.op_type == "Constant")?;
+        node.attribute.iter().find(|a| a.name == "value")?.t.as_ref()
+    })?;
+    if tensor.data_type != pb::tensor_proto::DataType::Int64 as i32 {
+        return None;
+    }
+    Some(crate::onnx::tensor_values(tensor)?.map(|v| v as i64).collect())
+}
+
+/// `Gemm(Concat(x, h0), K, b)` with `K = [W | R]ᵀ` (`[features + h, 4h]`), the gate
 /// step, and the `LSTM`'s outputs reshaped from its `[N, h]` results.
-fn replacement(base: &str, [rows, h0, c0]: [&String; 3], weights: GateWeights, [y, y_h, y_c]: [Option<String>; 3]) -> Replacement {
+fn replacement(base: &str, rows: &StepRows, [h0, c0]: [&String; 2], weights: GateWeights, [y, y_h, y_c]: [Option<String>; 3], opset: i64) -> Replacement {
     let GateWeights { w, r, bias, hidden, features } = weights;
     let value = |suffix: &str| format!("{base}/one_step/{suffix}");
     let mut kernel = Vec::with_capacity((features + hidden) * 4 * hidden);
@@ -107,15 +157,31 @@ fn replacement(base: &str, [rows, h0, c0]: [&String; 3], weights: GateWeights, [
         ..Default::default()
     };
     let int = |name: &str, i: i64| pb::AttributeProto { name: name.into(), i, r#type: pb::attribute_proto::AttributeType::Int as i32, ..Default::default() };
-    let mut nodes = vec![
-        node("Flatten", vec![h0.clone()], vec![value("h0")], vec![int("axis", 2)]),
-        node("Flatten", vec![c0.clone()], vec![value("c0")], vec![int("axis", 2)]),
-        node("Concat", vec![rows.clone(), value("h0")], vec![value("joined")], vec![int("axis", 1)]),
+    let ints = |name: &str, ints: &[i64]| pb::AttributeProto { name: name.into(), ints: ints.to_vec(), r#type: pb::attribute_proto::AttributeType::Ints as i32, ..Default::default() };
+    let mut nodes = vec![];
+    // The initial states are [1, N, h]: a state of another shape stays an error, as in
+    // onnxruntime (an old export feeds [N, 1, h], which only fits at batch 1).
+    let squeeze_0 = |state: &String, output: String| match opset {
+        ..13 => node("Squeeze", vec![state.clone()], vec![output], vec![ints("axes", &[0])]),
+        _ => node("Squeeze", vec![state.clone(), value("axis_0")], vec![output], vec![]),
+    };
+    let mut shapes = vec![];
+    let rows = match rows {
+        StepRows::Unsqueezed(rows) => rows.clone(),
+        StepRows::Transposed { source, features } => {
+            shapes.push(int64_tensor(&value("rows_shape"), &[-1, *features]));
+            nodes.push(node("Reshape", vec![source.clone(), value("rows_shape")], vec![value("rows")], vec![]));
+            value("rows")
+        }
+    };
+    nodes.extend([
+        squeeze_0(h0, value("h0")),
+        squeeze_0(c0, value("c0")),
+        node("Concat", vec![rows, value("h0")], vec![value("joined")], vec![int("axis", 1)]),
         node("Gemm", vec![value("joined"), value("kernel"), value("bias")], vec![value("gates")], vec![]),
         node(LSTM_STEP, vec![value("gates"), value("c0")], vec![value("h"), value("c")], vec![]),
-    ];
+    ]);
     let hidden_dim = hidden as i64;
-    let mut shapes = vec![];
     for (output, from, shape) in [(y, "h", vec![1, 1, -1, hidden_dim]), (y_h, "h", vec![1, -1, hidden_dim]), (y_c, "c", vec![1, -1, hidden_dim])] {
         let Some(output) = output else { continue };
         let shape_name = value(&format!("shape_{}", shapes.len()));
@@ -123,6 +189,9 @@ fn replacement(base: &str, [rows, h0, c0]: [&String; 3], weights: GateWeights, [
         shapes.push(int64_tensor(&shape_name, &shape));
     }
     let mut initializers = vec![float_tensor(&value("kernel"), &[(features + hidden) as i64, 4 * hidden_dim], kernel), float_tensor(&value("bias"), &[4 * hidden_dim], summed_bias)];
+    if opset >= 13 {
+        initializers.push(int64_tensor(&value("axis_0"), &[0]));
+    }
     initializers.extend(shapes);
     Replacement { nodes, initializers }
 }
@@ -273,21 +342,48 @@ mod tests {
         (0..n).map(|k| ((k * 7919 + salt * 104_729) % 211) as f32 / 211.0 * scale - scale / 2.0).collect()
     }
 
-    /// `X [1, N, 3]` (an Unsqueeze of `x` unless `direct`) through an `LSTM` of hidden size 2
-    /// with every weight and both biases set, and the extra attributes.
-    fn lstm_graph(direct: bool, extra: Vec<pb::AttributeProto>) -> pb::ModelProto {
+    /// How the test graph makes the `LSTM`'s `X` (`[1, N, 3]`) from its input `x`.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Feed {
+        /// `x` is `X` (a sequence of unknown length).
+        Direct,
+        /// `Unsqueeze(x [N, 3], axes = [0])`, as the `.nn` lowering writes.
+        Unsqueezed,
+        /// `Transpose(Reshape(x [N, 3], [-1, 1, 3]), [1, 0, 2])`, as ML-Agents exports.
+        Transposed,
+    }
+
+    /// An `LSTM` of hidden size 2 with every weight and both biases set, and the extra
+    /// attributes.
+    fn lstm_graph(feed: Feed, extra: Vec<pb::AttributeProto>) -> pb::ModelProto {
         let mut g = GraphBuilder::default();
         let (hidden, features) = (2i64, 3i64);
         let w = g.constant("W", &[1, 4 * hidden, features], values(24, 1, 2.0));
         let r = g.constant("R", &[1, 4 * hidden, hidden], values(16, 2, 2.0));
         let b = g.constant("B", &[1, 8 * hidden], values(16, 3, 1.0));
-        let x = if direct { "x".to_string() } else { g.node("Unsqueeze", vec!["x".into()], vec![attr_ints("axes", &[0])], "x_seq") };
+        let x = match feed {
+            Feed::Direct => "x".to_string(),
+            Feed::Unsqueezed => g.node("Unsqueeze", vec!["x".into()], vec![attr_ints("axes", &[0])], "x_seq"),
+            Feed::Transposed => {
+                let shape = g.constant_i64("shape", &[3], vec![-1, 1, features]);
+                let batch_first = g.node("Reshape", vec!["x".into(), shape], vec![], "x_batch_first");
+                g.node("Transpose", vec![batch_first], vec![attr_ints("perm", &[1, 0, 2])], "x_seq")
+            }
+        };
         let mut attributes = vec![attr_int("hidden_size", hidden)];
         attributes.extend(extra);
         let outputs = ["Y".to_string(), "Y_h".into(), "Y_c".into()];
         g.node_outputs("LSTM", vec![x, w, r, b, String::new(), "h0".into(), "c0".into()], attributes, &outputs);
-        let x_dims: &[i64] = if direct { &[1, 2, features] } else { &[2, features] };
-        let inputs = vec![value_info("x", FLOAT, x_dims), value_info("h0", FLOAT, &[1, 2, hidden]), value_info("c0", FLOAT, &[1, 2, hidden])];
+        let x_dims: &[i64] = if feed == Feed::Direct { &[1, -1, features] } else { &[-1, features] };
+        // The states' shapes are left to what a run gives.
+        let unshaped = |name: &str| {
+            let mut info = value_info(name, FLOAT, &[]);
+            if let Some(pb::type_proto::Value::TensorType(tensor)) = info.r#type.as_mut().and_then(|t| t.value.as_mut()) {
+                tensor.shape = None;
+            }
+            info
+        };
+        let inputs = vec![value_info("x", FLOAT, x_dims), unshaped("h0"), unshaped("c0")];
         g.finish("lstm", 11, inputs, outputs.iter().map(|o| value_info(o, FLOAT, &[])).collect(), "test")
     }
 
@@ -295,36 +391,50 @@ mod tests {
     #[test]
     fn only_one_step_default_lstms_are_rewritten() {
         let count = |mut proto: pb::ModelProto| one_step_lstms(proto.graph.as_mut().unwrap(), 11);
-        assert_eq!(count(lstm_graph(false, vec![])), 1);
-        assert_eq!(count(lstm_graph(false, vec![attr_string("direction", "forward")])), 1);
-        assert_eq!(count(lstm_graph(true, vec![])), 0, "a sequence of unknown length");
-        assert_eq!(count(lstm_graph(false, vec![attr_string("direction", "reverse")])), 0);
-        assert_eq!(count(lstm_graph(false, vec![pb::AttributeProto { name: "clip".into(), f: 1.0, r#type: 1, ..Default::default() }])), 0);
+        assert_eq!(count(lstm_graph(Feed::Unsqueezed, vec![])), 1);
+        assert_eq!(count(lstm_graph(Feed::Transposed, vec![])), 1);
+        assert_eq!(count(lstm_graph(Feed::Unsqueezed, vec![attr_string("direction", "forward")])), 1);
+        assert_eq!(count(lstm_graph(Feed::Direct, vec![])), 0, "a sequence of unknown length");
+        assert_eq!(count(lstm_graph(Feed::Unsqueezed, vec![attr_string("direction", "reverse")])), 0);
+        assert_eq!(count(lstm_graph(Feed::Unsqueezed, vec![pb::AttributeProto { name: "clip".into(), f: 1.0, r#type: 1, ..Default::default() }])), 0);
+    }
+
+    /// Runs a graph fed one step (`x` is `[N, 3]`) on tract (with the runner's ops) at batch 2.
+    fn run_lstm(proto: &pb::ModelProto, states: [usize; 2]) -> TractResult<Vec<Vec<f32>>> {
+        use tract_onnx::prelude::*;
+        let mut framework = tract_onnx::onnx();
+        register(&mut framework.op_register);
+        super::super::exact_ops::register(&mut framework.op_register);
+        let x = Tensor::from_shape(&[2, 3], &[0.3f32, -0.7, 0.5, -1.1, 0.2, 0.9])?;
+        let h0 = Tensor::from_shape(&[states[0], states[1], 2], &[0.1f32, -0.4, 0.6, 0.2])?;
+        let c0 = Tensor::from_shape(&[states[0], states[1], 2], &[-0.5f32, 0.8, 0.3, -0.9])?;
+        let mut model = framework.model_for_proto_model(proto)?;
+        model.set_input_fact(0, f32::fact([2, 3]).into())?;
+        model.set_input_fact(1, f32::fact([states[0], states[1], 2]).into())?;
+        model.set_input_fact(2, f32::fact([states[0], states[1], 2]).into())?;
+        let plan = model.into_optimized()?.into_runnable()?;
+        let outputs = plan.run(tvec![x.into_tvalue(), h0.into_tvalue(), c0.into_tvalue()])?;
+        outputs.iter().map(|t| Ok(t.try_as_plain_ram()?.as_slice::<f32>()?.to_vec())).collect()
     }
 
     /// The rewritten step gives tract's own `LSTM` outputs (both biases, every output) to
-    /// within its activations' approximation, on inputs away from saturation.
+    /// within its activations' approximation, on inputs away from saturation, for both ways
+    /// of feeding one step; initial states of another shape than `[1, N, h]` stay an error.
     #[test]
     fn the_rewritten_step_computes_the_lstm() {
-        use tract_onnx::prelude::*;
-        let proto = lstm_graph(false, vec![]);
-        let feed = || tvec![tensor2(&[[0.3f32, -0.7, 0.5], [-1.1, 0.2, 0.9]]).into_tvalue(), tensor3(&[[[0.1f32, -0.4], [0.6, 0.2]]]).into_tvalue(), tensor3(&[[[-0.5f32, 0.8], [0.3, -0.9]]]).into_tvalue()];
-        let run = |proto: &pb::ModelProto| -> Vec<Vec<f32>> {
-            let mut framework = tract_onnx::onnx();
-            register(&mut framework.op_register);
-            super::super::exact_ops::register(&mut framework.op_register);
-            let plan = framework.model_for_proto_model(proto).unwrap().into_optimized().unwrap().into_runnable().unwrap();
-            plan.run(feed()).unwrap().iter().map(|t| t.try_as_plain_ram().unwrap().as_slice::<f32>().unwrap().to_vec()).collect()
-        };
-        let mut rewritten = proto.clone();
-        assert_eq!(one_step_lstms(rewritten.graph.as_mut().unwrap(), 11), 1);
-        let (expected, got) = (run(&proto), run(&rewritten));
-        assert_eq!(expected.len(), 3);
-        for (e, g) in expected.iter().zip(&got) {
-            assert_eq!(e.len(), g.len());
-            for (a, b) in e.iter().zip(g) {
-                assert!((a - b).abs() < 1e-5, "tract's LSTM {e:?}, the rewritten step {g:?}");
+        for feed in [Feed::Unsqueezed, Feed::Transposed] {
+            let proto = lstm_graph(feed, vec![]);
+            let mut rewritten = proto.clone();
+            assert_eq!(one_step_lstms(rewritten.graph.as_mut().unwrap(), 11), 1);
+            let (expected, got) = (run_lstm(&proto, [1, 2]).unwrap(), run_lstm(&rewritten, [1, 2]).unwrap());
+            assert_eq!(expected.len(), 3);
+            for (e, g) in expected.iter().zip(&got) {
+                assert_eq!(e.len(), g.len());
+                for (a, b) in e.iter().zip(g) {
+                    assert!((a - b).abs() < 1e-5, "tract's LSTM {e:?}, the rewritten step {g:?}");
+                }
             }
+            assert!(run_lstm(&rewritten, [2, 1]).is_err(), "states [N, 1, h] at batch 2");
         }
     }
 
