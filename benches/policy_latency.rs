@@ -26,7 +26,12 @@ fn inputs(policy: &Policy, batch: usize) -> NamedTensors {
             let mut shape = vec![batch];
             shape.extend(i.dims.iter().map(|d| (*d).max(1) as usize));
             let n = shape.iter().product();
-            let data = if i.name == model::ACTION_MASKS { vec![1.0; n] } else { (0..n).map(|k| ((k * 37) % 100) as f32 / 100.0).collect() };
+            let data = match i.name.as_str() {
+                model::ACTION_MASKS => vec![1.0; n],
+                // Indices into each branch (a TF-era model's one-hot input).
+                model::PREV_ACTION => vec![0.0; n],
+                _ => (0..n).map(|k| ((k * 37) % 100) as f32 / 100.0).collect(),
+            };
             (i.name.clone(), TensorData { shape, data })
         })
         .collect()

@@ -166,17 +166,26 @@ fn batched_convolutions_equal_one_image_at_a_time() {
 }
 
 /// A graph input transposed NHWC -> NCHW (as every lowered `.nn` image input is; the runner
-/// gives it to its own copy loop, src/run/layout_ops.rs) holds each value where the
-/// transposition puts it, for image sizes around the loop's 64-pixel blocks and for 1 to 70
-/// channels; a transposition by another permutation is left to tract and is right too.
+/// transposes it while copying it in, or with its own op when the transposition is a graph
+/// output, src/run/layout_ops.rs) holds each value where the transposition puts it, for image
+/// sizes around the copy loop's 64-pixel blocks and for 1 to 70 channels; a transposition by
+/// another permutation is left to tract and is right too. The caller gives NHWC either way.
 #[test]
 fn input_transpositions_move_every_value() {
     use mlagents::onnx::{attr_ints, value_info, GraphBuilder, FLOAT};
-    for (permutation, [n, h, w, c]) in [([0, 3, 1, 2], [2, 5, 13, 3]), ([0, 3, 1, 2], [3, 8, 8, 1]), ([0, 3, 1, 2], [1, 9, 15, 70]), ([0, 3, 1, 2], [1, 1, 1, 4]), ([0, 2, 3, 1], [2, 4, 6, 5])] {
+    let cases = [([0, 3, 1, 2], [2, 5, 13, 3]), ([0, 3, 1, 2], [3, 8, 8, 1]), ([0, 3, 1, 2], [1, 9, 15, 70]), ([0, 3, 1, 2], [1, 1, 1, 4]), ([0, 3, 1, 2], [2, 3, 30, 2]), ([0, 2, 3, 1], [2, 4, 6, 5])];
+    for ((permutation, [n, h, w, c]), read_on) in cases.into_iter().flat_map(|case| [(case, false), (case, true)]) {
         let mut g = GraphBuilder::default();
-        g.node_into("Transpose", vec!["image".into()], vec![attr_ints("perm", &permutation)], "moved");
+        if read_on {
+            let moved = g.node("Transpose", vec!["image".into()], vec![attr_ints("perm", &permutation)], "transposed");
+            g.node_into("Identity", vec![moved], vec![], "moved");
+        } else {
+            g.node_into("Transpose", vec!["image".into()], vec![attr_ints("perm", &permutation)], "moved");
+        }
         let proto = g.finish("transpose", 11, vec![value_info("image", FLOAT, &[-1, h as i64, w as i64, c as i64])], vec![value_info("moved", FLOAT, &[])], "test");
         let policy = OnnxPolicy::from_proto(proto, "transpose", LoadOptions::default()).unwrap();
+        let declared: Vec<Option<usize>> = vec![None, Some(h), Some(w), Some(c)];
+        assert_eq!(policy.inputs()[0].dims, declared, "the caller's NHWC dims");
         let data: Vec<f32> = (0..n * h * w * c).map(|k| k as f32).collect();
         let shape = [n, h, w, c];
         let out = policy.run(&NamedTensors::from([("image".to_string(), TensorData { shape: shape.to_vec(), data })])).unwrap();
@@ -192,7 +201,7 @@ fn input_transpositions_move_every_value() {
                 rest /= expected_shape[axis];
             }
             let source: usize = index.iter().zip(&strides).map(|(i, s)| i * s).sum();
-            assert_eq!(*value, source as f32, "{permutation:?} of {shape:?}: value {k}");
+            assert_eq!(*value, source as f32, "{permutation:?} of {shape:?} (read on: {read_on}): value {k}");
         }
     }
 }

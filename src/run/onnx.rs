@@ -81,6 +81,8 @@ pub struct OnnxPolicy {
     inputs: Vec<OnnxInput>,
     outputs: Vec<String>,
     states: Mutex<HashMap<usize, PlanState>>,
+    /// The inputs the caller gives NHWC and tract reads NCHW ([`super::layout_ops`]).
+    nchw_inputs: Vec<String>,
     /// Sampled discrete actions: the stream that feeds the graph's last input,
     /// [`UNIFORM_INPUT`], with one draw per row and branch.
     discrete_draws: Option<DiscreteDraws>,
@@ -125,7 +127,7 @@ impl OnnxPolicy {
         let opset = proto.opset_import.iter().filter(|o| o.domain.is_empty() || o.domain == "ai.onnx").map(|o| o.version).max().unwrap_or(9);
         let graph = proto.graph.as_mut().expect("checked above");
         let branches = graph.node.iter().filter(|n| n.op_type == "Multinomial").count();
-        rewrite_for_tract(graph, opset, options);
+        let nchw_inputs = rewrite_for_tract(graph, opset, options);
         let discrete_draws = (branches > 0 && !options.deterministic && !options.noise_input).then(|| {
             use rand::SeedableRng;
             let seed = options.seed.map_or_else(rand::random::<u64>, u64::from);
@@ -137,10 +139,14 @@ impl OnnxPolicy {
             .iter()
             .filter(|i| !initializers.contains(i.name.as_str()))
             .filter(|i| discrete_draws.is_none() || i.name != UNIFORM_INPUT)
-            .map(|i| OnnxInput { name: i.name.clone(), dims: input_dims(i) })
+            .map(|i| {
+                let dims = input_dims(i);
+                let dims = if nchw_inputs.contains(&i.name) { super::layout_ops::caller_dims(&dims) } else { dims };
+                OnnxInput { name: i.name.clone(), dims }
+            })
             .collect();
         let outputs = graph.output.iter().map(|o| o.name.clone()).collect();
-        Ok(Self { path: label.into(), proto, inputs, outputs, states: Mutex::new(HashMap::new()), discrete_draws })
+        Ok(Self { path: label.into(), proto, inputs, outputs, states: Mutex::new(HashMap::new()), nchw_inputs, discrete_draws })
     }
 
     pub fn inputs(&self) -> &[OnnxInput] {
@@ -300,10 +306,14 @@ impl OnnxPolicy {
                     detail: format!("shape {:?} does not fit the declared {}", given.shape, declared.describe_dims()),
                 });
             }
-            let tensor = Tensor::from_shape(given.shape, given.data)
-                .map_err(|e| RunError::BadInput { name: declared.name.clone(), detail: e.to_string() })?;
+            let tensor = if self.nchw_inputs.contains(&declared.name) {
+                super::layout_ops::nchw_tensor(given.shape, given.data)
+            } else {
+                Tensor::from_shape(given.shape, given.data)
+            };
+            let tensor = tensor.map_err(|e| RunError::BadInput { name: declared.name.clone(), detail: e.to_string() })?;
+            shapes.push(tensor.shape().to_vec());
             values.push(tensor.into_tvalue());
-            shapes.push(given.shape.to_vec());
         }
         for name in inputs.keys() {
             if !self.inputs.iter().any(|i| i.name == *name) {
@@ -476,8 +486,9 @@ fn input_dims(input: &pb::ValueInfoProto) -> Vec<Option<usize>> {
         .collect()
 }
 
-/// The protobuf rewrites made before tract builds the graph (see the module docs).
-fn rewrite_for_tract(graph: &mut pb::GraphProto, opset: i64, options: LoadOptions) {
+/// The protobuf rewrites made before tract builds the graph (see the module docs); returns
+/// the inputs fed NCHW ([`super::layout_ops::fast_input_transpositions`]).
+fn rewrite_for_tract(graph: &mut pb::GraphProto, opset: i64, options: LoadOptions) -> Vec<String> {
     let unshaped_float_input = |name: &str| pb::ValueInfoProto {
         name: name.into(),
         r#type: Some(pb::TypeProto {
@@ -496,7 +507,7 @@ fn rewrite_for_tract(graph: &mut pb::GraphProto, opset: i64, options: LoadOption
     }
     super::lstm_step::one_step_lstms(graph, opset);
     super::exact::exact_activations(graph);
-    super::layout_ops::fast_input_transpositions(graph);
+    let nchw_inputs = super::layout_ops::fast_input_transpositions(graph);
     if options.noise_input {
         feed_noise(graph);
     }
@@ -532,6 +543,7 @@ fn rewrite_for_tract(graph: &mut pb::GraphProto, opset: i64, options: LoadOption
             _ => {}
         }
     }
+    nchw_inputs
 }
 
 /// Makes every `RandomNormalLike` draw [`NOISE_INPUT`] (`[batch, values per row]`) reshaped
