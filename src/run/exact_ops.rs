@@ -47,8 +47,20 @@ pub(super) enum Activation {
     Elu { alpha_bits: u32 },
 }
 
-/// Values computed per step of the float32 path (two buffers of this size on the stack).
+/// Values computed per step of the float32 path (two buffers of this size on the stack; a
+/// multiple of the 32 values tract's exp and tanh kernels take per step).
 const CHUNK: usize = 256;
+
+/// A chunk's buffer, aligned as tract's kernels want their data: they run an unaligned
+/// slice's ends through a temporary copy (on 256 values, two extra kernel steps of 32).
+#[repr(C, align(64))]
+struct ChunkBuffer([f32; CHUNK]);
+
+impl ChunkBuffer {
+    fn zeroed() -> Self {
+        Self([0.0; CHUNK])
+    }
+}
 
 impl ElementWiseMiniOp for Activation {
     fn name(&self) -> String {
@@ -106,7 +118,8 @@ impl Activation {
         // tract's kernels, looked up once per evaluation (not per chunk).
         let exp = Func::Exp.ew_f32()?;
         let tract_tanh = || Func::Tanh.ew_f32();
-        let mut e = [0f32; CHUNK];
+        let mut e = ChunkBuffer::zeroed();
+        let e = &mut e.0;
         match *self {
             Activation::Swish | Activation::Sigmoid => {
                 for chunk in xs.chunks_mut(CHUNK) {
@@ -129,7 +142,8 @@ impl Activation {
             Activation::Elu { alpha_bits } => {
                 let alpha = f32::from_bits(alpha_bits);
                 let tract_tanh = tract_tanh()?;
-                let mut half = [0f32; CHUNK];
+                let mut half = ChunkBuffer::zeroed();
+                let half = &mut half.0;
                 for chunk in xs.chunks_mut(CHUNK) {
                     let (e, half) = (&mut e[..chunk.len()], &mut half[..chunk.len()]);
                     half.iter_mut().zip(chunk.iter()).for_each(|(h, x)| *h = *x * 0.5);
@@ -168,8 +182,8 @@ impl Activation {
 /// tract's kernels.
 #[inline(always)]
 fn tanh_f32(xs: &mut [f32], scratch: &mut [f32], tract_tanh: &dyn ElementWise<f32>, exp: &dyn ElementWise<f32>) -> TractResult<()> {
-    let mut near = [0f32; CHUNK];
-    let near = &mut near[..xs.len()];
+    let mut near = ChunkBuffer::zeroed();
+    let near = &mut near.0[..xs.len()];
     near.copy_from_slice(xs);
     tract_tanh.run(near)?;
     scratch.iter_mut().zip(xs.iter()).for_each(|(e, x)| *e = -2.0 * x.abs());
