@@ -32,6 +32,8 @@ pub fn fast_input_transpositions(graph: &mut pb::GraphProto) -> Vec<String> {
     let initializers: HashSet<&str> = graph.initializer.iter().map(|t| t.name.as_str()).collect();
     let inputs: Vec<String> = graph.input.iter().map(|i| i.name.clone()).filter(|name| !initializers.contains(name.as_str())).collect();
     let graph_outputs: HashSet<String> = graph.output.iter().map(|o| o.name.clone()).collect();
+    // A subgraph (Loop, If, Scan) may read a transposition's output by name: keep the nodes.
+    let subgraphs = graph.node.iter().any(|n| n.attribute.iter().any(|a| a.g.is_some() || !a.graphs.is_empty()));
     let mut fed_nchw = vec![];
     for input in inputs {
         let readers: Vec<usize> = (0..graph.node.len()).filter(|k| graph.node[*k].input.contains(&input)).collect();
@@ -40,7 +42,7 @@ pub fn fast_input_transpositions(graph: &mut pb::GraphProto) -> Vec<String> {
             continue;
         }
         let outputs: Vec<String> = transposes.iter().flat_map(|k| graph.node[*k].output.clone()).collect();
-        let only_transposed = transposes.len() == readers.len() && outputs.iter().all(|o| !graph_outputs.contains(o));
+        let only_transposed = !subgraphs && transposes.len() == readers.len() && outputs.iter().all(|o| !graph_outputs.contains(o));
         let declared = graph.input.iter_mut().find(|i| i.name == input).and_then(|i| declared_dims(i)).filter(|dims| dims.len() == 4);
         match (only_transposed, declared) {
             (true, Some(dims)) => {

@@ -58,22 +58,25 @@ fn one_step(lstm: &pb::NodeProto, earlier: &[pb::NodeProto], initializers: &[pb:
     let defaults = lstm.attribute.iter().all(|a| a.name == "hidden_size" || (a.name == "direction" && a.s == b"forward"));
     let input = |k: usize| lstm.input.get(k).filter(|name| !name.is_empty());
     let output = |k: usize| lstm.output.get(k).filter(|name| !name.is_empty()).cloned();
-    if !defaults || input(4).is_some() || lstm.input.len() > 8 {
+    // No sequence lengths and no peepholes (inputs 4 and 7).
+    if !defaults || input(4).is_some() || input(7).is_some() || lstm.input.len() > 8 {
         return None;
     }
     let (x, h0, c0) = (input(0)?, input(5)?, input(6)?);
     let rows = one_step_rows(x, earlier, initializers, opset)?;
     let weights = |k: usize| input(k).and_then(|name| initializers.iter().find(|t| &t.name == name));
-    let (w, r) = (float_values(weights(1)?)?, float_values(weights(2)?)?);
+    let (w, r) = (weights(1)?, weights(2)?);
+    let gates = 4 * hidden as i64;
+    let features = *w.dims.get(2)?;
+    let dims_fit = w.dims == [1, gates, features] && r.dims == [1, gates, hidden as i64] && features > 0;
     let bias = match input(3) {
-        Some(_) => Some(float_values(weights(3)?)?),
+        Some(_) => Some(weights(3).filter(|b| b.dims == [1, 2 * gates]).and_then(float_values)?),
         None => None,
     };
-    let features = w.len() / (4 * hidden);
-    let fits = w.len() == 4 * hidden * features && r.len() == 4 * hidden * hidden && bias.as_ref().is_none_or(|b| b.len() == 8 * hidden);
-    if features == 0 || !fits || rows.features().is_some_and(|f| f != features as i64) {
+    if !dims_fit || rows.features().is_some_and(|f| f != features) {
         return None;
     }
+    let (w, r, features) = (float_values(w)?, float_values(r)?, features as usize);
     let base = if lstm.name.is_empty() { x.clone() } else { lstm.name.clone() };
     Some(replacement(&base, &rows, [h0, c0], GateWeights { w: &w, r: &r, bias: bias.as_deref(), hidden, features }, [output(0), output(1), output(2)], opset))
 }
@@ -161,9 +164,14 @@ fn replacement(base: &str, rows: &StepRows, [h0, c0]: [&String; 2], weights: Gat
     let mut nodes = vec![];
     // The initial states are [1, N, h]: a state of another shape stays an error, as in
     // onnxruntime (an old export feeds [N, 1, h], which only fits at batch 1).
-    let squeeze_0 = |state: &String, output: String| match opset {
-        ..13 => node("Squeeze", vec![state.clone()], vec![output], vec![ints("axes", &[0])]),
-        _ => node("Squeeze", vec![state.clone(), value("axis_0")], vec![output], vec![]),
+    let squeeze_0 = |state: &String, output: String| {
+        let mut squeeze = match opset {
+            ..13 => node("Squeeze", vec![state.clone()], vec![output], vec![ints("axes", &[0])]),
+            _ => node("Squeeze", vec![state.clone(), value("axis_0")], vec![output], vec![]),
+        };
+        // tract names the node in its error.
+        squeeze.name = format!("{base}: the LSTM's initial state {state:?} must be [1, batch, hidden]");
+        squeeze
     };
     let mut shapes = vec![];
     let rows = match rows {
@@ -397,6 +405,13 @@ mod tests {
         assert_eq!(count(lstm_graph(Feed::Direct, vec![])), 0, "a sequence of unknown length");
         assert_eq!(count(lstm_graph(Feed::Unsqueezed, vec![attr_string("direction", "reverse")])), 0);
         assert_eq!(count(lstm_graph(Feed::Unsqueezed, vec![pb::AttributeProto { name: "clip".into(), f: 1.0, r#type: 1, ..Default::default() }])), 0);
+        let mut peepholes = lstm_graph(Feed::Unsqueezed, vec![]);
+        peepholes.graph.as_mut().unwrap().node.iter_mut().find(|n| n.op_type == "LSTM").unwrap().input.push("W".into());
+        assert_eq!(count(peepholes), 0, "peephole weights");
+        let mut transposed_weights = lstm_graph(Feed::Unsqueezed, vec![]);
+        let w = transposed_weights.graph.as_mut().unwrap().initializer.iter_mut().find(|t| t.name.starts_with('W')).unwrap();
+        w.dims = vec![1, 3, 8];
+        assert_eq!(count(transposed_weights), 0, "W's dims are not [1, 4h, features]");
     }
 
     /// Runs a graph fed one step (`x` is `[N, 3]`) on tract (with the runner's ops) at batch 2.
