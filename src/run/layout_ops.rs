@@ -42,7 +42,8 @@ pub fn fast_input_transpositions(graph: &mut pb::GraphProto) -> Vec<String> {
             continue;
         }
         let outputs: Vec<String> = transposes.iter().flat_map(|k| graph.node[*k].output.clone()).collect();
-        let only_transposed = !subgraphs && transposes.len() == readers.len() && outputs.iter().all(|o| !graph_outputs.contains(o));
+        // (An input that is itself a graph output is returned as given, so it stays NHWC.)
+        let only_transposed = !subgraphs && transposes.len() == readers.len() && !graph_outputs.contains(&input) && outputs.iter().all(|o| !graph_outputs.contains(o));
         let declared = graph.input.iter_mut().find(|i| i.name == input).and_then(|i| declared_dims(i)).filter(|dims| dims.len() == 4);
         match (only_transposed, declared) {
             (true, Some(dims)) => {
@@ -248,6 +249,10 @@ mod tests {
         let outputs = vec![value_info("features", FLOAT, &[]), value_info("other_moved", FLOAT, &[])];
         let mut proto = g.finish("t", 11, inputs, outputs, "test");
         let graph = proto.graph.as_mut().unwrap();
+        assert_eq!(fast_input_transpositions(&mut graph.clone()), ["image"]);
+        let mut echoed = graph.clone();
+        echoed.output.push(value_info("image", FLOAT, &[]));
+        assert!(fast_input_transpositions(&mut echoed).is_empty(), "an input that is also an output stays NHWC");
         assert_eq!(fast_input_transpositions(graph), ["image"]);
         let ops: Vec<(&str, &[String])> = graph.node.iter().map(|n| (n.op_type.as_str(), n.input.as_slice())).collect();
         assert_eq!(ops, [("Relu", &["image".to_string()][..]), (CHANNELS_FIRST, &["other".to_string()][..])]);
