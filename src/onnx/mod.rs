@@ -32,6 +32,16 @@ pub fn tensor_values(t: &TensorProto) -> Option<Box<dyn Iterator<Item = f64> + '
     })
 }
 
+/// A float32 initializer.
+pub fn float_initializer(name: &str, dims: &[i64], data: Vec<f32>) -> TensorProto {
+    TensorProto { dims: dims.to_vec(), data_type: FLOAT, float_data: data, name: name.into(), ..Default::default() }
+}
+
+/// An int64 initializer.
+pub fn int64_initializer(name: &str, dims: &[i64], data: Vec<i64>) -> TensorProto {
+    TensorProto { dims: dims.to_vec(), data_type: INT64, int64_data: data, name: name.into(), ..Default::default() }
+}
+
 pub fn attr_int(name: &str, v: i64) -> AttributeProto {
     AttributeProto { name: name.into(), i: v, r#type: AttributeType::Int as i32, ..Default::default() }
 }
@@ -116,13 +126,13 @@ impl GraphBuilder {
 
     /// A float initializer with exactly this name.
     pub fn named_constant(&mut self, name: &str, dims: &[i64], data: Vec<f32>) {
-        self.initializers.push(TensorProto { dims: dims.to_vec(), data_type: FLOAT, float_data: data, name: name.into(), ..Default::default() });
+        self.initializers.push(float_initializer(name, dims, data));
     }
 
     /// An int64 initializer; returns its (fresh) name.
     pub fn constant_i64(&mut self, base: &str, dims: &[i64], data: Vec<i64>) -> String {
         let name = self.fresh(base);
-        self.initializers.push(TensorProto { dims: dims.to_vec(), data_type: INT64, int64_data: data, name: name.clone(), ..Default::default() });
+        self.initializers.push(int64_initializer(&name, dims, data));
         name
     }
 

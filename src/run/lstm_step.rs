@@ -12,6 +12,7 @@
 //! pass, as fast as its own.
 
 use super::exact_ops::Activation;
+use crate::onnx::{attr_int, attr_ints, float_initializer, int64_initializer};
 use tract_onnx::model::OnnxOpRegister;
 use tract_onnx::pb;
 use tract_onnx::tract_hir::internal::*;
@@ -110,8 +111,7 @@ impl StepRows {
 
 /// The rows of `x` when it is one step by construction (see [`StepRows`]).
 fn one_step_rows(x: &str, earlier: &[pb::NodeProto], initializers: &[pb::TensorProto], opset: i64) -> Option<StepRows> {
-    let producer = |name: &str| earlier.iter().rev().find(|n| n.output.iter().any(|o| o == name));
-    let node = producer(x)?;
+    let node = producer(earlier, x)?;
     if node.op_type == "Unsqueeze" {
         let rows = node.input.first().filter(|_| unsqueezes_axis_0(node, initializers, opset))?;
         return Some(StepRows::Unsqueezed(rows.clone()));
@@ -120,17 +120,22 @@ fn one_step_rows(x: &str, earlier: &[pb::NodeProto], initializers: &[pb::TensorP
     if node.op_type != "Transpose" || perm != Some(&[1, 0, 2][..]) {
         return None;
     }
-    let reshape = producer(node.input.first()?).filter(|n| n.op_type == "Reshape" && n.input.len() == 2)?;
+    let reshape = producer(earlier, node.input.first()?).filter(|n| n.op_type == "Reshape" && n.input.len() == 2)?;
     match constant_ints(&reshape.input[1], earlier, initializers)?.as_slice() {
         [-1, 1, features] if *features > 0 => Some(StepRows::Transposed { source: reshape.input[0].clone(), features: *features }),
         _ => None,
     }
 }
 
+/// The last of `earlier` that writes `name`.
+fn producer<'a>(earlier: &'a [pb::NodeProto], name: &str) -> Option<&'a pb::NodeProto> {
+    earlier.iter().rev().find(|n| n.output.iter().any(|o| o == name))
+}
+
 /// The values of an int64 initializer or `Constant` node.
 fn constant_ints(name: &str, earlier: &[pb::NodeProto], initializers: &[pb::TensorProto]) -> Option<Vec<i64>> {
     let tensor = initializers.iter().find(|t| t.name == name).or_else(|| {
-        let node = earlier.iter().rev().find(|n| n.output.iter().any(|o| o == name)).filter(|n| n.op_type == "Constant")?;
+        let node = producer(earlier, name).filter(|n| n.op_type == "Constant")?;
         node.attribute.iter().find(|a| a.name == "value")?.t.as_ref()
     })?;
     if tensor.data_type != pb::tensor_proto::DataType::Int64 as i32 {
@@ -159,14 +164,12 @@ fn replacement(base: &str, rows: &StepRows, [h0, c0]: [&String; 2], weights: Gat
         attribute,
         ..Default::default()
     };
-    let int = |name: &str, i: i64| pb::AttributeProto { name: name.into(), i, r#type: pb::attribute_proto::AttributeType::Int as i32, ..Default::default() };
-    let ints = |name: &str, ints: &[i64]| pb::AttributeProto { name: name.into(), ints: ints.to_vec(), r#type: pb::attribute_proto::AttributeType::Ints as i32, ..Default::default() };
     let mut nodes = vec![];
     // The initial states are [1, N, h]: a state of another shape stays an error, as in
     // onnxruntime (an old export feeds [N, 1, h], which only fits at batch 1).
     let squeeze_0 = |state: &String, output: String| {
         let mut squeeze = match opset {
-            ..13 => node("Squeeze", vec![state.clone()], vec![output], vec![ints("axes", &[0])]),
+            ..13 => node("Squeeze", vec![state.clone()], vec![output], vec![attr_ints("axes", &[0])]),
             _ => node("Squeeze", vec![state.clone(), value("axis_0")], vec![output], vec![]),
         };
         // tract names the node in its error.
@@ -177,7 +180,7 @@ fn replacement(base: &str, rows: &StepRows, [h0, c0]: [&String; 2], weights: Gat
     let rows = match rows {
         StepRows::Unsqueezed(rows) => rows.clone(),
         StepRows::Transposed { source, features } => {
-            shapes.push(int64_tensor(&value("rows_shape"), &[-1, *features]));
+            shapes.push(int64_vector(&value("rows_shape"), &[-1, *features]));
             nodes.push(node("Reshape", vec![source.clone(), value("rows_shape")], vec![value("rows")], vec![]));
             value("rows")
         }
@@ -185,7 +188,7 @@ fn replacement(base: &str, rows: &StepRows, [h0, c0]: [&String; 2], weights: Gat
     nodes.extend([
         squeeze_0(h0, value("h0")),
         squeeze_0(c0, value("c0")),
-        node("Concat", vec![rows, value("h0")], vec![value("joined")], vec![int("axis", 1)]),
+        node("Concat", vec![rows, value("h0")], vec![value("joined")], vec![attr_int("axis", 1)]),
         node("Gemm", vec![value("joined"), value("kernel"), value("bias")], vec![value("gates")], vec![]),
         node(LSTM_STEP, vec![value("gates"), value("c0")], vec![value("h"), value("c")], vec![]),
     ]);
@@ -194,11 +197,11 @@ fn replacement(base: &str, rows: &StepRows, [h0, c0]: [&String; 2], weights: Gat
         let Some(output) = output else { continue };
         let shape_name = value(&format!("shape_{}", shapes.len()));
         nodes.push(node("Reshape", vec![value(from), shape_name.clone()], vec![output], vec![]));
-        shapes.push(int64_tensor(&shape_name, &shape));
+        shapes.push(int64_vector(&shape_name, &shape));
     }
-    let mut initializers = vec![float_tensor(&value("kernel"), &[(features + hidden) as i64, 4 * hidden_dim], kernel), float_tensor(&value("bias"), &[4 * hidden_dim], summed_bias)];
+    let mut initializers = vec![float_initializer(&value("kernel"), &[(features + hidden) as i64, 4 * hidden_dim], kernel), float_initializer(&value("bias"), &[4 * hidden_dim], summed_bias)];
     if opset >= 13 {
-        initializers.push(int64_tensor(&value("axis_0"), &[0]));
+        initializers.push(int64_vector(&value("axis_0"), &[0]));
     }
     initializers.extend(shapes);
     Replacement { nodes, initializers }
@@ -227,12 +230,9 @@ fn float_values(t: &pb::TensorProto) -> Option<Vec<f32>> {
     (declared == values.len()).then_some(values)
 }
 
-fn float_tensor(name: &str, dims: &[i64], data: Vec<f32>) -> pb::TensorProto {
-    pb::TensorProto { name: name.into(), dims: dims.to_vec(), data_type: pb::tensor_proto::DataType::Float as i32, float_data: data, ..Default::default() }
-}
-
-fn int64_tensor(name: &str, data: &[i64]) -> pb::TensorProto {
-    pb::TensorProto { name: name.into(), dims: vec![data.len() as i64], data_type: pb::tensor_proto::DataType::Int64 as i32, int64_data: data.to_vec(), ..Default::default() }
+/// A one-dimensional int64 initializer.
+fn int64_vector(name: &str, data: &[i64]) -> pb::TensorProto {
+    int64_initializer(name, &[data.len() as i64], data.to_vec())
 }
 
 /// The op's shape rules while tract reads the graph: gates `[N, 4h]` and cell state
@@ -344,7 +344,7 @@ impl TypedOp for LstmStep {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::onnx::{attr_int, attr_ints, attr_string, value_info, GraphBuilder, FLOAT};
+    use crate::onnx::{attr_string, value_info, GraphBuilder, FLOAT};
 
     fn values(n: usize, salt: usize, scale: f32) -> Vec<f32> {
         (0..n).map(|k| ((k * 7919 + salt * 104_729) % 211) as f32 / 211.0 * scale - scale / 2.0).collect()
