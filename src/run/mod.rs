@@ -12,6 +12,7 @@ mod check;
 mod conv_batch;
 mod exact;
 mod exact_ops;
+mod im2col;
 mod interface;
 mod layout_ops;
 mod lstm_step;

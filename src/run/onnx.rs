@@ -233,8 +233,9 @@ impl OnnxPolicy {
                     model = read(&rewritten)?;
                 }
             }
-            let plan = model.into_optimized()?.into_runnable()?;
-            PlanState::new(&plan)
+            let mut plan = model.into_optimized()?;
+            super::im2col::speed_up_lazy_im2col(&mut plan)?;
+            PlanState::new(&plan.into_runnable()?)
         })
         .map_err(|detail| RunError::Plan { path: self.path.clone(), batch, detail })
     }
