@@ -23,7 +23,8 @@ use tract_onnx::tract_hir::internal::*;
 /// The name tract 0.23 gives its lazy im2col op.
 const TRACT_LAZY_IM2COL: &str = "LazyIm2col";
 
-/// The largest input whose element indices float32 holds exactly (the probe's values).
+/// The largest input whose element indices float32 holds exactly (the probe's values are the
+/// indices plus one, so that no index reads as a padding zero).
 const MAX_PROBED_ELEMENTS: usize = 1 << 24;
 
 /// Replaces every `LazyIm2col` node of an optimised plan whose panels [`FastIm2col`] can
@@ -225,23 +226,24 @@ impl FastIm2col {
         if input.datum_type != f32::datum_type() || packer.dt != f32::datum_type() || input_len > MAX_PROBED_ELEMENTS || packer.r == 0 {
             return Ok(None);
         }
-        let indices = Tensor::from_shape(shape, &(0..input_len).map(|i| i as f32).collect::<Vec<f32>>())?;
+        let indices = Tensor::from_shape(shape, &(1..=input_len).map(|i| i as f32).collect::<Vec<f32>>())?;
         let Some(probed) = node.op.eval_out_of_plan(tvec!(indices.into_tvalue()))? else { return Ok(None) };
         let Ok(storage) = probed[0].try_storage_as::<PackedMatrixStorage>() else { return Ok(None) };
         let values = storage.values();
         if values.len() != group_count || values.is_empty() {
             return Ok(None);
         }
-        let Some((k, columns, groups)) = read_offsets(values, packer.r)? else { return Ok(None) };
+        let Some((k, columns, groups)) = read_offsets(values, packer.r, input_len)? else { return Ok(None) };
         Ok(Some(FastIm2col { offsets: Arc::new(PatchOffsets::new(packer.clone(), k, columns)), groups, input_len }))
     }
 }
 
 /// The k, column and group offsets of the probe's panels (its input holds each element's
-/// index, so a packed value is the index it was read from), or `None` unless every packed value
-/// is the sum of its group's, its k's and its column's offset. The offsets are read off the
-/// first group's first panel and first k row, then every value is checked.
-fn read_offsets(groups: &[Box<dyn MMMInputValue>], r: usize) -> TractResult<Option<(Vec<isize>, Vec<isize>, Vec<isize>)>> {
+/// index plus one, so a packed value less one is the index it was read from), or `None` unless
+/// every packed value comes from inside the input and is the sum of its group's, its k's and
+/// its column's offset. The offsets are read off the first group's first panel and first k
+/// row, then every value is checked.
+fn read_offsets(groups: &[Box<dyn MMMInputValue>], r: usize, input_len: usize) -> TractResult<Option<(Vec<isize>, Vec<isize>, Vec<isize>)>> {
     let (k, columns) = (groups[0].k(), groups[0].mn());
     let layout = groups[0].scratch_panel_buffer_layout().context("a lazy im2col panel needs a buffer")?;
     ensure!(layout.size() >= k * r * 4, "a panel buffer of {} bytes for {k} x {r} floats", layout.size());
@@ -257,7 +259,11 @@ fn read_offsets(groups: &[Box<dyn MMMInputValue>], r: usize) -> TractResult<Opti
             let written = group.panel_bytes(panel, Some(buffer.as_bytes_mut().as_mut_ptr()))? as *const f32;
             let width = r.min(columns - panel * r);
             // SAFETY: a panel holds k rows of r floats.
-            let value = |row: usize, j: usize| unsafe { *written.add(row * r + j) } as isize;
+            let value = |row: usize, j: usize| unsafe { *written.add(row * r + j) } as isize - 1;
+            let inside = (0..k).all(|row| (0..width).all(|j| (0..input_len as isize).contains(&value(row, j))));
+            if !inside {
+                return Ok(None);
+            }
             if g == 0 && panel == 0 {
                 origin = value(0, 0);
                 k_offsets = (0..k).map(|row| value(row, 0) - origin).collect();
@@ -463,5 +469,28 @@ mod tests {
         let packer = PackedFormat { dt: f32::datum_type(), r: 6, alignment_bytes: 32, end_padding_record: 0 };
         let offsets = PatchOffsets::new(packer, vec![0, 1, 2, 10, 11, 30], vec![0, 4]);
         assert_eq!(offsets.runs, vec![(0, 3), (3, 2), (5, 1)]);
+    }
+
+    /// The probe reads back the offsets of panels written from them, and refuses panels with a
+    /// value from outside the input (a padding zero) or one that breaks the sum.
+    #[test]
+    fn the_probe_reads_offsets_back_and_refuses_what_does_not_add_up() {
+        let packer = PackedFormat { dt: f32::datum_type(), r: 6, alignment_bytes: 32, end_padding_record: 0 };
+        let offsets = Arc::new(PatchOffsets::new(packer, vec![0, 1, 2, 3, 40, 41], (0..9).map(|c| c * 2).collect()));
+        let groups = vec![0isize, 100];
+        let input_len = 200;
+        let panels_of = |values: Vec<f32>| -> Vec<Box<dyn MMMInputValue>> {
+            let input = Tensor::from_shape(&[input_len], &values).unwrap().into_tvalue();
+            groups.iter().map(|g| Box::new(Panels { input: input.clone(), offsets: offsets.clone(), group: *g }) as Box<dyn MMMInputValue>).collect()
+        };
+        let indices: Vec<f32> = (1..=input_len).map(|i| i as f32).collect();
+        let read = read_offsets(&panels_of(indices.clone()), 6, input_len).unwrap();
+        assert_eq!(read, Some((offsets.k.clone(), offsets.columns.clone(), groups.clone())));
+        let mut padded = indices.clone();
+        padded[141] = 0.0;
+        assert_eq!(read_offsets(&panels_of(padded), 6, input_len).unwrap(), None, "a zero is no index");
+        let mut swapped = indices;
+        swapped.swap(42, 43);
+        assert_eq!(read_offsets(&panels_of(swapped), 6, input_len).unwrap(), None, "not a sum of offsets");
     }
 }
