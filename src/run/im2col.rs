@@ -68,7 +68,9 @@ impl PatchOffsets {
         PatchOffsets { packer, k, columns, runs }
     }
 
-    /// Writes panel `panel` (k rows of `r` values) of the input at `input` into `out`.
+    /// Writes panel `panel` (k rows of `r` values) of the input at `input` into `out`. The
+    /// columns past the last output point of a last, partial panel repeat its last column:
+    /// the matrix kernel computes them but tract keeps only the valid ones.
     ///
     /// # Safety
     /// `input` plus every k and column offset is inside the input; `out` holds `k · r` floats.
@@ -76,25 +78,30 @@ impl PatchOffsets {
         let r = self.packer.r;
         let first = panel * r;
         let columns = &self.columns[first..(first + r).min(self.columns.len())];
-        unsafe {
-            match (r, columns.len()) {
-                (6, 6) => self.write_full::<6>(input, columns, out),
-                (8, 8) => self.write_full::<8>(input, columns, out),
-                _ => self.write_any(input, columns, r, out),
-            }
+        // Every panel width of tract's x86-64 and Arm float32 kernels has its own copy.
+        macro_rules! by_width {
+            ($($width:literal)*) => {
+                match r {
+                    $($width => self.write_full::<$width>(input, columns, out),)*
+                    _ => self.write_any(input, columns, r, out),
+                }
+            };
         }
+        unsafe { by_width!(1 2 3 4 5 6 8 12 16) }
     }
 
-    /// A panel of `R` columns: each run of k is an `R` x length block of the input (a row per
-    /// column) written transposed, four by four with SSE on x86-64.
+    /// A panel of `R` columns (at least one given; the last repeated up to `R`): each run of k
+    /// is an `R` x length block of the input (a row per column) written transposed, four by
+    /// four with SSE on x86-64.
     unsafe fn write_full<const R: usize>(&self, input: *const f32, columns: &[isize], out: *mut f32) {
-        let columns: [isize; R] = std::array::from_fn(|j| columns[j]);
+        let columns: [isize; R] = std::array::from_fn(|j| columns[j.min(columns.len() - 1)]);
         for &(first, length) in &self.runs {
             unsafe {
                 let base = input.offset(self.k[first]);
                 let rows = out.add(first * R);
+                // A one-column panel is a plain copy of each run.
                 #[cfg(target_arch = "x86_64")]
-                let done = transpose_by_fours::<R>(base, &columns, length, rows);
+                let done = if R > 1 { transpose_by_fours::<R>(base, &columns, length, rows) } else { 0 };
                 #[cfg(not(target_arch = "x86_64"))]
                 let done = 0;
                 for (j, column) in columns.iter().enumerate() {
@@ -107,7 +114,7 @@ impl PatchOffsets {
         }
     }
 
-    /// Any panel width, and the last panel's missing columns as zeros.
+    /// Any other panel width (a last, partial panel's missing columns as zeros).
     unsafe fn write_any(&self, input: *const f32, columns: &[isize], r: usize, out: *mut f32) {
         for (k, offset) in self.k.iter().enumerate() {
             for j in 0..r {
@@ -355,6 +362,9 @@ impl MMMInputValue for Panels {
 
     fn panel_bytes(&self, panel: usize, buffer: Option<*mut u8>) -> TractResult<*const u8> {
         let out = buffer.context("FastIm2col writes into the kernel's panel buffer")?;
+        // Called between tract's matrix kernel calls, which leave the wide registers dirty
+        // (the copy below is SSE).
+        super::vector_state::clear_upper_vector_state();
         ensure!(panel < self.panels_count(), "panel {panel} of {}", self.panels_count());
         // SAFETY: the offsets were read off tract's in-bounds reads of an input of the same
         // length (checked in eval); the buffer has the layout asked for above, k · r floats.
@@ -469,6 +479,36 @@ mod tests {
         let packer = PackedFormat { dt: f32::datum_type(), r: 6, alignment_bytes: 32, end_padding_record: 0 };
         let offsets = PatchOffsets::new(packer, vec![0, 1, 2, 10, 11, 30], vec![0, 4]);
         assert_eq!(offsets.runs, vec![(0, 3), (3, 2), (5, 1)]);
+    }
+
+    /// Every panel width's block copy writes what the value-by-value writer writes in every
+    /// valid column, for runs of every length from 1 to 9 and a last, partial panel (the widths tract picks depend on the
+    /// CPU, so each is checked here on any machine).
+    #[test]
+    fn every_panel_width_writes_what_the_value_by_value_writer_writes() {
+        let mut k = vec![];
+        for length in 1..=9isize {
+            k.extend((0..length).map(|t| length * 100 + t));
+        }
+        let input: Vec<f32> = (0..2000).map(|i| i as f32).collect();
+        for r in [1, 2, 3, 4, 5, 6, 8, 12, 16] {
+            let packer = PackedFormat { dt: f32::datum_type(), r, alignment_bytes: 32, end_padding_record: 0 };
+            let columns: Vec<isize> = (0..3 * r as isize + 1).map(|c| c * 3).collect();
+            let offsets = PatchOffsets::new(packer, k.clone(), columns.clone());
+            for panel in 0..columns.len().div_ceil(r) {
+                let (mut fast, mut reference) = (vec![f32::NAN; k.len() * r], vec![f32::NAN; k.len() * r]);
+                let panel_columns = &columns[panel * r..((panel + 1) * r).min(columns.len())];
+                // SAFETY: offsets up to 9 · 100 + 8 plus columns up to 3 · 48 stay inside the
+                // 2000 values; each buffer holds k · r floats.
+                unsafe {
+                    offsets.write_panel(input.as_ptr(), panel, fast.as_mut_ptr());
+                    offsets.write_any(input.as_ptr(), panel_columns, r, reference.as_mut_ptr());
+                }
+                let valid = |panel: &[f32]| -> Vec<f32> { panel.chunks(r).flat_map(|row| row[..panel_columns.len()].to_vec()).collect() };
+                assert_eq!(valid(&fast), valid(&reference), "panel {panel} of width {r}");
+                assert!(fast.iter().all(|v| !v.is_nan()), "every value of the panel written");
+            }
+        }
     }
 
     /// The probe reads back the offsets of panels written from them, and refuses panels with a

@@ -21,8 +21,10 @@ mod onnx;
 mod parity;
 mod play;
 pub mod session;
+mod short_softmax;
 pub mod versus;
 mod text;
+mod vector_state;
 mod tensors;
 
 pub use check::check;

@@ -235,6 +235,7 @@ impl OnnxPolicy {
             }
             let mut plan = model.into_optimized()?;
             super::im2col::speed_up_lazy_im2col(&mut plan)?;
+            super::short_softmax::speed_up_short_softmax(&mut plan)?;
             PlanState::new(&plan.into_runnable()?)
         })
         .map_err(|detail| RunError::Plan { path: self.path.clone(), batch, detail })
@@ -260,7 +261,7 @@ impl OnnxPolicy {
             e.insert(state);
         }
         let state = states.get_mut(&batch).expect("inserted above");
-        let results = match contain_tract_panics(|| state.run(values)) {
+        let results = match contain_tract_panics(|| super::vector_state::run_plan(state, values)) {
             Ok(results) => results,
             Err(detail) => {
                 // A state that failed half-way is not reused.
@@ -282,7 +283,7 @@ impl OnnxPolicy {
             values.push(zeros.into_tvalue());
         }
         let mut state = self.build_state(&shapes, batch)?;
-        let results = contain_tract_panics(|| state.run(values)).map_err(|detail| RunError::Eval { path: self.path.clone(), detail })?;
+        let results = contain_tract_panics(|| super::vector_state::run_plan(&mut state, values)).map_err(|detail| RunError::Eval { path: self.path.clone(), detail })?;
         self.collect(results)
     }
 
