@@ -482,8 +482,8 @@ mod tests {
     }
 
     /// Every panel width's block copy writes what the value-by-value writer writes in every
-    /// valid column, for runs of every length from 1 to 9 and a last, partial panel (the widths tract picks depend on the
-    /// CPU, so each is checked here on any machine).
+    /// valid column, for runs of every length from 1 to 9 and a last, partial panel (the
+    /// widths tract picks depend on the CPU, so each is checked here on any machine).
     #[test]
     fn every_panel_width_writes_what_the_value_by_value_writer_writes() {
         let mut k = vec![];
