@@ -98,14 +98,18 @@ mod tests {
 
     /// `op` (Softmax or LogSoftmax) over the last axis of a `[rows, length]` input, on tract's
     /// plan with the short-row softmax; the output and how many nodes were replaced.
+    /// The test's logits, `rows` x `length`, between -10 and 11.
+    fn logits(rows: usize, length: usize) -> Vec<f32> {
+        (0..rows * length).map(|k| ((k * 7919) % 211) as f32 / 10.0 - 10.0).collect()
+    }
+
     fn run(op: &str, rows: usize, length: usize) -> TractResult<(Vec<f32>, usize)> {
         let mut g = GraphBuilder::default();
         g.node_into(op, vec!["x".into()], vec![attr_int("axis", 1)], "y");
         let proto = g.finish("softmax", 13, vec![value_info("x", FLOAT, &[rows as i64, length as i64])], vec![value_info("y", FLOAT, &[])], "test");
         let mut plan = tract_onnx::onnx().model_for_proto_model(&proto)?.into_optimized()?;
         let replaced = speed_up_short_softmax(&mut plan)?;
-        let x: Vec<f32> = (0..rows * length).map(|k| ((k * 7919) % 211) as f32 / 10.0 - 10.0).collect();
-        let outputs = plan.into_runnable()?.run(tvec![Tensor::from_shape(&[rows, length], &x)?.into_tvalue()])?;
+        let outputs = plan.into_runnable()?.run(tvec![Tensor::from_shape(&[rows, length], &logits(rows, length))?.into_tvalue()])?;
         Ok((outputs[0].try_as_plain_ram()?.as_slice::<f32>()?.to_vec(), replaced))
     }
 
@@ -126,8 +130,7 @@ mod tests {
             for length in [1, 2, 3, 5, 7, 8, 20, 32] {
                 let (short, replaced) = run(op, 64, length).unwrap();
                 assert_eq!(replaced, 1, "{op} over {length}");
-                let x: Vec<f32> = (0..64 * length).map(|k| ((k * 7919) % 211) as f32 / 10.0 - 10.0).collect();
-                let exact: Vec<f64> = x.chunks(length).flat_map(|row| reference(log, row)).collect();
+                let exact: Vec<f64> = logits(64, length).chunks(length).flat_map(|row| reference(log, row)).collect();
                 for (value, exact) in short.iter().zip(&exact) {
                     let ulp = (exact.abs() as f32).max(f32::MIN_POSITIVE) * f32::EPSILON;
                     assert!((*value as f64 - exact).abs() <= 6.0 * ulp as f64 + if log { 4e-6 } else { 0.0 }, "{op} over {length}: {value} vs exact {exact}");
