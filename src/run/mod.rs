@@ -12,6 +12,8 @@ mod check;
 mod conv_batch;
 mod exact;
 mod exact_ops;
+mod dense;
+mod dense_kernel;
 mod im2col;
 mod interface;
 mod layout_ops;

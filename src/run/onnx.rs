@@ -233,7 +233,9 @@ impl OnnxPolicy {
                     model = read(&rewritten)?;
                 }
             }
-            let mut plan = model.into_optimized()?;
+            let mut plan = model.into_typed()?.into_decluttered()?;
+            super::dense::speed_up_dense_layers(&mut plan)?;
+            let mut plan = plan.into_optimized()?;
             super::im2col::speed_up_lazy_im2col(&mut plan)?;
             super::short_softmax::speed_up_short_softmax(&mut plan)?;
             PlanState::new(&plan.into_runnable()?)
