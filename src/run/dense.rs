@@ -18,16 +18,16 @@ const MIN_ROWS: usize = 4;
 
 /// Replaces every float32 dense layer of a decluttered model whose batch has at least
 /// [`MIN_ROWS`] rows (and its bias `Add`, if any) with a [`DenseLayer`]; returns how many. A
-/// CPU without AVX2 and FMA keeps tract's.
+/// CPU without AVX2 and FMA keeps tract's, as does `MLAGENTS_MATRIX_KERNELS=tract`.
 pub fn speed_up_dense_layers(model: &mut TypedModel) -> TractResult<usize> {
-    let Some(isa) = Isa::detect() else { return Ok(0) };
+    let Some(isa) = Isa::for_plans() else { return Ok(0) };
     let mut replaced = 0;
     for id in 0..model.nodes().len() {
         let Some(layer) = DenseMatch::find(model, id)? else { continue };
-        let weights = layer.pack(model, isa)?;
+        let weights = layer.pack(isa)?;
         let mut patch = TypedModelPatch::new("dense layer");
         let input = patch.tap_model(model, layer.input)?;
-        let output = patch.wire_node(&model.node(id).name, DenseLayer { weights: Arc::new(weights) }, &[input])?[0];
+        let output = patch.wire_node(&model.node(id).name, DenseLayer { weights: Arc::new(weights), output_shape: layer.output_shape.clone() }, &[input])?[0];
         patch.shunt_outside(model, layer.output, output)?;
         patch.apply(model)?;
         replaced += 1;
@@ -40,16 +40,26 @@ pub fn speed_up_dense_layers(model: &mut TypedModel) -> TractResult<usize> {
 struct DenseMatch {
     input: OutletId,
     weight: Arc<Tensor>,
-    /// Whether the weight is held `[n, k]` (ONNX Gemm's `transB`) rather than `[k, n]`.
-    weight_n_major: bool,
+    /// The weight's stride (in values) along n, and along each of the input's k axes in the
+    /// input's order, with those axes' lengths.
+    n_stride: usize,
+    k_axes: Vec<(usize, usize)>,
+    /// Outputs, and inputs per output (the product of the input's axes after the first).
+    n: usize,
+    k: usize,
+    /// The layer's output shape: `[m, n]`, or with axes of length 1 between them.
+    output_shape: TVec<usize>,
     bias: Option<Arc<Tensor>>,
     output: OutletId,
 }
 
 impl DenseMatch {
-    /// Node `id` as a dense layer, if it is one: a float32 `EinSum` whose output `[m, n]`
-    /// takes m from a non-constant `[m, k]` input of at least [`MIN_ROWS`] rows and n from a
-    /// constant two-dimensional weight, summing over k.
+    /// Node `id` as a dense layer, if it is one: a float32 `EinSum` of a non-constant input of
+    /// at least [`MIN_ROWS`] rows (m, its first axis) by a constant weight, summing over every
+    /// other axis of the input (k: one axis, or several flattened, as a convolution's output
+    /// into a dense layer), which the weight holds in any order around n; axes of length 1 of
+    /// the input alone are dropped. The output is `[m, n]`, or has axes of length 1 between
+    /// them.
     fn find(model: &TypedModel, id: usize) -> TractResult<Option<DenseMatch>> {
         let node = model.node(id);
         let Some(einsum) = node.op_as::<EinSum>() else { return Ok(None) };
@@ -59,26 +69,43 @@ impl DenseMatch {
         let facts = [model.outlet_fact(node.inputs[0])?, model.outlet_fact(node.inputs[1])?];
         let Some(w) = facts.iter().position(|f| f.konst.is_some()) else { return Ok(None) };
         let a = 1 - w;
-        let Some(a_shape) = facts[a].shape.as_concrete() else { return Ok(None) };
-        let weight = facts[w].konst.clone().expect("found constant");
+        let output_fact = model.outlet_fact(OutletId::new(id, 0))?;
+        let (Some(a_shape), Some(output_shape)) = (facts[a].shape.as_concrete(), output_fact.shape.as_concrete()) else { return Ok(None) };
+        let rank = a_shape.len();
         let axes = &einsum.axes;
-        if facts[a].konst.is_some() || facts.iter().any(|f| f.datum_type != f32::datum_type() || f.rank() != 2) || axes.rank(InOut::Out(0)) != 2 || axes.iter_all_axes().count() != 3 || a_shape[0] < MIN_ROWS {
+        let single = axes.iter_all_axes().all(|x| x.inputs.iter().chain(&x.outputs).all(|p| p.len() <= 1));
+        if facts[a].konst.is_some() || facts.iter().any(|f| f.datum_type != f32::datum_type()) || rank < 2 || output_shape.len() < 2 || !single || a_shape[0] < MIN_ROWS {
             return Ok(None);
         }
-        // Each axis's position in the activation, the weight and the output (None: absent).
-        let positions: Vec<[Option<usize>; 3]> = axes.iter_all_axes().map(|x| [x.inputs[a].first().copied(), x.inputs[w].first().copied(), x.outputs[0].first().copied()]).collect();
-        if axes.iter_all_axes().any(|x| x.inputs.iter().chain(&x.outputs).any(|p| p.len() > 1)) {
+        let weight = facts[w].konst.clone().expect("found constant");
+        let weight_strides = weight.strides().to_vec();
+        let last_output = output_shape.len() - 1;
+        let (mut n_axis, mut m_found, mut k_axes, mut unit_input_axes) = (None, false, Vec::new(), 0);
+        for axis in axes.iter_all_axes() {
+            let (in_a, in_w, out) = (axis.inputs[a].first().copied(), axis.inputs[w].first().copied(), axis.outputs[0].first().copied());
+            match (in_a, in_w, out) {
+                (Some(0), None, Some(0)) => m_found = true,
+                (None, Some(position), Some(o)) if o == last_output => n_axis = Some(position),
+                (Some(position), Some(in_weight), None) if position > 0 => k_axes.push((position, weight_strides[in_weight] as usize, a_shape[position])),
+                (None, None, Some(o)) if output_shape[o] == 1 && o > 0 && o < last_output => {}
+                (Some(position), None, None) if position > 0 && a_shape[position] == 1 => unit_input_axes += 1,
+                _ => return Ok(None),
+            }
+        }
+        k_axes.sort_by_key(|(position, ..)| *position);
+        let Some(n_axis) = n_axis else { return Ok(None) };
+        if !m_found || k_axes.len() + unit_input_axes != rank - 1 || weight.rank() != k_axes.len() + 1 {
             return Ok(None);
         }
-        let role = |in_a: Option<usize>, in_w: bool, out: Option<usize>| positions.iter().find(|p| p[0] == in_a && p[1].is_some() == in_w && p[2] == out).copied();
-        let (Some(_m), Some(n), Some(k)) = (role(Some(0), false, Some(0)), role(None, true, Some(1)), role(Some(1), true, None)) else { return Ok(None) };
-        let weight_n_major = n[1] == Some(0) && k[1] == Some(1);
+        let (n, k) = (weight.shape()[n_axis], a_shape[1..].iter().product());
         let mut output = OutletId::new(id, 0);
-        let bias = Self::bias(model, id, weight.shape()[if weight_n_major { 0 } else { 1 }])?;
+        let bias = Self::bias(model, id, n)?;
         if let Some((add, _)) = &bias {
             output = OutletId::new(*add, 0);
         }
-        Ok(Some(DenseMatch { input: node.inputs[a], weight, weight_n_major, bias: bias.map(|(_, b)| b), output }))
+        let k_axes = k_axes.into_iter().map(|(_, stride, length)| (stride, length)).collect();
+        let output_shape = output_shape.into();
+        Ok(Some(DenseMatch { input: node.inputs[a], weight, n_stride: weight_strides[n_axis] as usize, k_axes, n, k, output_shape, bias: bias.map(|(_, b)| b), output }))
     }
 
     /// The bias of the layer at node `id`, with the node that adds it: its only successor is a
@@ -92,35 +119,44 @@ impl DenseMatch {
         }
         let other = add.inputs[1 - next.slot];
         let fact = model.outlet_fact(other)?;
-        let along_last = fact.shape.as_concrete().is_some_and(|s| s.len() <= 2 && s.last() == Some(&n) && s.iter().product::<usize>() == n);
+        let rank = model.outlet_fact(OutletId::new(id, 0))?.rank();
+        let along_last = fact.shape.as_concrete().is_some_and(|s| s.len() <= rank && s.last() == Some(&n) && s.iter().product::<usize>() == n);
         match &fact.konst {
             Some(bias) if along_last && bias.datum_type() == f32::datum_type() => Ok(Some((add.id, bias.clone()))),
             _ => Ok(None),
         }
     }
 
-    fn pack(&self, model: &TypedModel, isa: Isa) -> TractResult<PackedWeights> {
+    /// The weights packed by output and flattened input position (the input's k axes in its
+    /// own order, row-major), with the bias.
+    fn pack(&self, isa: Isa) -> TractResult<PackedWeights> {
         let weight = self.weight.try_as_plain_ram()?;
         let weight = weight.as_slice::<f32>()?;
-        let shape = self.weight.shape();
-        let (n, k) = if self.weight_n_major { (shape[0], shape[1]) } else { (shape[1], shape[0]) };
+        ensure!(weight.len() == self.n * self.k, "dense layer: {} weights for {} x {}", weight.len(), self.n, self.k);
         let bias = self.bias.as_ref().map(|b| b.try_as_plain_ram().and_then(|b| b.as_slice::<f32>().map(|s| s.to_vec()))).transpose()?;
-        let at = |j: usize, p: usize| if self.weight_n_major { weight[j * k + p] } else { weight[p * n + j] };
-        ensure!(model.outlet_fact(self.input)?.shape[1] == k.to_dim(), "dense layer: input and weight disagree on k");
-        Ok(PackedWeights::new(isa, k, n, at, bias.as_deref()))
+        // Each flattened input position's offset in the weight.
+        let mut k_offsets = vec![0usize];
+        for &(stride, length) in &self.k_axes {
+            k_offsets = k_offsets.iter().flat_map(|offset| (0..length).map(move |i| offset + i * stride)).collect();
+        }
+        let at = |j: usize, p: usize| weight[j * self.n_stride + k_offsets[p]];
+        Ok(PackedWeights::new(isa, self.k, self.n, at, bias.as_deref()))
     }
 }
 
-/// `input · weight + bias` for a `[rows, k]` float32 input, on [`PackedWeights::multiply`].
+/// `input · weight + bias` for a `[rows, ...]` float32 input of k values per row, on
+/// [`PackedWeights::multiply`].
 #[derive(Clone, Debug)]
 pub struct DenseLayer {
     weights: Arc<PackedWeights>,
+    /// `[m, n]`, or with axes of length 1 between them (m is the input's at each run).
+    output_shape: TVec<usize>,
 }
 
 /// Two layers are the same op when they share their packed weights.
 impl PartialEq for DenseLayer {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.weights, &other.weights)
+        Arc::ptr_eq(&self.weights, &other.weights) && self.output_shape == other.output_shape
     }
 }
 
@@ -139,11 +175,13 @@ impl EvalOp for DenseLayer {
 
     fn eval(&self, _: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
         let input = args_1!(inputs);
-        let (k, n) = (self.weights.k(), self.weights.n());
-        let &[rows, input_k] = input.shape() else { bail!("DenseLayer takes [rows, k], got {:?}", input.shape()) };
-        ensure!(input_k == k && input.datum_type() == f32::datum_type(), "DenseLayer of k = {k} over {:?}", input);
+        let k = self.weights.k();
+        let rows = input.shape().first().copied().unwrap_or(0);
+        ensure!(input.rank() >= 2 && input.len() == rows * k && input.datum_type() == f32::datum_type(), "DenseLayer of k = {k} over {:?}", input);
         // SAFETY: every value of the output is written by `multiply` below.
-        let mut output = unsafe { Tensor::uninitialized::<f32>(&[rows, n])? };
+        let mut shape = self.output_shape.clone();
+        shape[0] = rows;
+        let mut output = unsafe { Tensor::uninitialized::<f32>(&shape)? };
         self.weights.multiply(input.try_as_plain_ram()?.as_slice::<f32>()?, rows, output.try_as_plain_ram_mut()?.as_slice_mut::<f32>()?);
         Ok(tvec!(output.into_tvalue()))
     }
@@ -151,8 +189,10 @@ impl EvalOp for DenseLayer {
 
 impl TypedOp for DenseLayer {
     fn output_facts(&self, inputs: &[&TypedFact]) -> TractResult<TVec<TypedFact>> {
-        ensure!(inputs[0].rank() == 2, "DenseLayer takes [rows, k]");
-        Ok(tvec!(f32::fact([inputs[0].shape[0].clone(), self.weights.n().to_dim()])))
+        ensure!(inputs[0].rank() >= 2, "DenseLayer takes [rows, ...]");
+        let mut shape: TVec<TDim> = self.output_shape.iter().map(|d| d.to_dim()).collect();
+        shape[0] = inputs[0].shape[0].clone();
+        Ok(tvec!(f32::fact(shape)))
     }
 
     as_op!();
@@ -161,7 +201,7 @@ impl TypedOp for DenseLayer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::onnx::{attr_int, value_info, GraphBuilder, FLOAT};
+    use crate::onnx::{attr_int, attr_ints, value_info, GraphBuilder, FLOAT};
 
     /// The test layer's `[rows, k]` input, its weights and its bias, between -0.5 and 0.5.
     fn values(count: usize, seed: usize) -> Vec<f32> {
@@ -195,15 +235,67 @@ mod tests {
         g.finish("layer", 13, vec![value_info("x", FLOAT, &[-1, k as i64])], vec![value_info("y", FLOAT, &[])], "test")
     }
 
+    /// How [`reshaped_layer`]'s input reaches its `MatMul`.
+    #[derive(Clone, Copy, Debug)]
+    enum InputForm {
+        /// `[rows, 2, 3, 4]` flattened.
+        Flattened,
+        /// `[rows, 2, 3, 4]` flattened after moving its second axis last (a `.nn` encoder's
+        /// NHWC flatten).
+        Permuted,
+        /// `[rows, 1, 24]` squeezed (an LSTM state's slice).
+        Squeezed,
+    }
+
+    impl InputForm {
+        fn shape(self, rows: usize) -> Vec<usize> {
+            match self {
+                InputForm::Squeezed => vec![rows, 1, 24],
+                _ => vec![rows, 2, 3, 4],
+            }
+        }
+    }
+
+    /// A layer over 24 inputs reached by `form`, `MatMul` by `[24, n]` weights and `Add`; its
+    /// output reshaped to `[rows, 1, n]` when `unit_axis`.
+    fn reshaped_layer(form: InputForm, unit_axis: bool, n: usize) -> tract_onnx::pb::ModelProto {
+        let mut g = GraphBuilder::default();
+        let mut x = "x".to_string();
+        if let InputForm::Permuted = form {
+            x = g.node("Transpose", vec![x], vec![attr_ints("perm", &[0, 2, 3, 1])], "nhwc");
+        }
+        let rows = match form {
+            InputForm::Squeezed => {
+                let axis = g.constant_i64("axis", &[1], vec![1]);
+                g.node("Squeeze", vec![x, axis], vec![], "squeezed")
+            }
+            _ => {
+                let flat = g.constant_i64("flat", &[2], vec![0, 24]);
+                g.node("Reshape", vec![x, flat], vec![], "flat")
+            }
+        };
+        let weight = g.constant("w", &[24, n as i64], values(24 * n, 2));
+        let product = g.node("MatMul", vec![rows, weight], vec![], "matmul");
+        let bias = g.constant("b", &[n as i64], values(n, 3));
+        let mut y = g.node("Add", vec![product, bias], vec![], "add");
+        if unit_axis {
+            let shape = g.constant_i64("unit", &[3], vec![0, 1, n as i64]);
+            y = g.node("Reshape", vec![y, shape], vec![], "unit");
+        }
+        g.node_into("Relu", vec![y], vec![], "y");
+        let dims: Vec<i64> = form.shape(1).iter().enumerate().map(|(i, d)| if i == 0 { -1 } else { *d as i64 }).collect();
+        g.finish("layer", 13, vec![value_info("x", FLOAT, &dims)], vec![value_info("y", FLOAT, &[])], "test")
+    }
+
     /// The layer's output for `rows` rows on tract's plan, with or without the dense-layer
     /// rewrite, and how many layers the rewrite replaced.
-    fn run(model: &tract_onnx::pb::ModelProto, rows: usize, k: usize, rewrite: bool) -> TractResult<(Vec<f32>, usize)> {
+    fn run(model: &tract_onnx::pb::ModelProto, shape: &[usize], rewrite: bool) -> TractResult<(Vec<f32>, usize)> {
         let mut inference = tract_onnx::onnx().model_for_proto_model(model)?;
-        inference.set_input_fact(0, f32::fact([rows, k]).into())?;
+        inference.set_input_fact(0, f32::fact(shape).into())?;
         let mut typed = inference.into_typed()?.into_decluttered()?;
         let replaced = if rewrite { speed_up_dense_layers(&mut typed)? } else { 0 };
         let plan = typed.into_optimized()?.into_runnable()?;
-        let outputs = plan.run(tvec![Tensor::from_shape(&[rows, k], &values(rows * k, 1))?.into_tvalue()])?;
+        let outputs = plan.run(tvec![Tensor::from_shape(shape, &values(shape.iter().product(), 1))?.into_tvalue()])?;
         Ok((outputs[0].try_as_plain_ram()?.as_slice::<f32>()?.to_vec(), replaced))
     }
 
@@ -212,19 +304,38 @@ mod tests {
     /// [`MIN_ROWS`] stay tract's.
     #[test]
     fn dense_layers_give_tracts_outputs() {
-        let expect_replaced = usize::from(Isa::detect().is_some());
+        let expect_replaced = usize::from(Isa::for_plans().is_some());
         let (k, n) = (70, 45);
         for gemm in [true, false] {
             for bias in [true, false] {
                 let model = layer(gemm, bias, k, n);
                 for rows in [1, MIN_ROWS - 1, MIN_ROWS, 12, 13, 64] {
-                    let (tract, _) = run(&model, rows, k, false).unwrap();
-                    let (ours, replaced) = run(&model, rows, k, true).unwrap();
+                    let (tract, _) = run(&model, &[rows, k], false).unwrap();
+                    let (ours, replaced) = run(&model, &[rows, k], true).unwrap();
                     assert_eq!(replaced, if rows >= MIN_ROWS { expect_replaced } else { 0 }, "gemm {gemm} bias {bias} rows {rows}");
                     assert_eq!(ours.len(), rows * n);
                     for (index, (ours, tract)) in ours.iter().zip(&tract).enumerate() {
                         assert!((ours - tract).abs() <= 2e-6, "gemm {gemm} bias {bias} rows {rows} [{index}]: {ours} vs tract {tract}");
                     }
+                }
+            }
+        }
+    }
+
+    /// Flattened inputs (in their own axis order or permuted), squeezed ones and outputs with
+    /// a unit axis give tract's outputs once replaced.
+    #[test]
+    fn reshaped_layers_give_tracts_outputs() {
+        let expect_replaced = usize::from(Isa::for_plans().is_some());
+        for form in [InputForm::Flattened, InputForm::Permuted, InputForm::Squeezed] {
+            for unit_axis in [false, true] {
+                let model = reshaped_layer(form, unit_axis, 21);
+                let (tract, _) = run(&model, &form.shape(12), false).unwrap();
+                let (ours, replaced) = run(&model, &form.shape(12), true).unwrap();
+                assert_eq!(replaced, expect_replaced, "{form:?}, unit axis {unit_axis}");
+                assert_eq!(ours.len(), 12 * 21);
+                for (index, (ours, tract)) in ours.iter().zip(&tract).enumerate() {
+                    assert!((ours - tract).abs() <= 2e-6, "{form:?}, unit axis {unit_axis} [{index}]: {ours} vs tract {tract}");
                 }
             }
         }

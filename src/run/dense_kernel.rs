@@ -12,6 +12,9 @@
 //! Every output is `Σ_k a[k]·w[k]` summed in k order with fused multiply-adds, then the bias
 //! added, as tract and onnxruntime compute it.
 
+/// The environment variable that picks the runner's matrix kernels ([`Isa::for_plans`]).
+pub const KERNELS_VARIABLE: &str = "MLAGENTS_MATRIX_KERNELS";
+
 /// The vector instruction set a product runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Isa {
@@ -36,6 +39,18 @@ impl Isa {
         None
     }
 
+    /// The instruction set the runner's plans use: [`Self::detect`]'s, unless the environment
+    /// variable [`KERNELS_VARIABLE`] says `tract` (tract's kernels throughout, ours off) or
+    /// `avx2` (the AVX2 kernels on an AVX-512 CPU), for measuring one against the other.
+    pub fn for_plans() -> Option<Isa> {
+        static CHOSEN: std::sync::OnceLock<Option<Isa>> = std::sync::OnceLock::new();
+        *CHOSEN.get_or_init(|| match std::env::var(KERNELS_VARIABLE).as_deref() {
+            Ok("tract") => None,
+            Ok("avx2") => Isa::detect().map(|_| Isa::Fma),
+            _ => Isa::detect(),
+        })
+    }
+
     /// Float32 values per vector register.
     fn lanes(self) -> usize {
         match self {
@@ -44,7 +59,8 @@ impl Isa {
         }
     }
 
-    /// Activation rows per tile: two accumulators each, within the register file.
+    /// Activation rows per tile of two vectors: two accumulators each, within the register
+    /// file (a tile of one vector takes twice as many).
     fn max_rows(self) -> usize {
         match self {
             Isa::Avx512 => 12,
@@ -55,7 +71,7 @@ impl Isa {
 
 /// One panel of packed weights: `k` rows of `vectors · lanes` output columns, the columns past
 /// the layer's last output zero.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 struct Panel {
     /// Where the panel starts in [`PackedWeights::values`] (and its bias in `bias`).
     offset: usize,
@@ -68,7 +84,7 @@ struct Panel {
 }
 
 /// A dense layer's weights `k x n` and bias, packed for [`Self::multiply`].
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct PackedWeights {
     isa: Isa,
     k: usize,
@@ -118,89 +134,166 @@ impl PackedWeights {
         self.k
     }
 
-    /// Outputs per activation row.
-    pub fn n(&self) -> usize {
-        self.n
-    }
-
     /// `output[r][j] = Σ_k input[r][k] · w[k][j] + bias[j]` for `rows` rows; `input` holds
     /// `rows · k` values row by row, `output` `rows · n`.
     pub fn multiply(&self, input: &[f32], rows: usize, output: &mut [f32]) {
         assert!(input.len() >= rows * self.k && output.len() >= rows * self.n, "dense layer: {rows} rows need {} inputs and {} outputs", rows * self.k, rows * self.n);
+        for (first_row, tile_rows) in self.row_blocks(rows) {
+            let rows = Rows { a: input[first_row * self.k..].as_ptr(), lda: self.k, offsets: None, count: tile_rows };
+            // SAFETY: the block's rows of `k` inputs and of `n` outputs are inside the slices
+            // (checked above).
+            unsafe { self.multiply_block(rows, output[first_row * self.n..].as_mut_ptr(), None) };
+        }
+    }
+
+    /// The product for rows whose inputs lie apart in memory, as a convolution's patches do,
+    /// written output by output as a convolution's channels are:
+    /// `output[j · ldc + r] = Σ_d a[r · lda + offsets[d]] · w[d][j] + bias[j]` for `rows` rows
+    /// (at most [`Self::max_rows`]).
+    ///
+    /// # Safety
+    /// `offsets` has `k` values, every `a + r · lda + offsets[d]` is a readable float and
+    /// every `output + j · ldc + r` a writable one; `ldc · n` fits an `i32`.
+    pub unsafe fn multiply_gathered(&self, a: *const f32, lda: usize, offsets: &[usize], rows: usize, output: *mut f32, ldc: usize) {
+        assert!(offsets.len() == self.k && rows <= self.max_rows(), "gathered product of {rows} rows over {} offsets", offsets.len());
+        self.multiply_block(Rows { a, lda, offsets: Some(offsets.as_ptr()), count: rows }, output, Some(ldc));
+    }
+
+    /// The most rows one tile takes: twice as many where every panel is one vector wide.
+    pub fn max_rows(&self) -> usize {
+        self.isa.max_rows() * if self.n <= self.isa.lanes() { 2 } else { 1 }
+    }
+
+    /// `rows` split into blocks of at most [`Self::max_rows`], as even as can be (16 rows are
+    /// two tiles of 8, not 12 and 4): (first row, rows).
+    pub fn row_blocks(&self, rows: usize) -> impl Iterator<Item = (usize, usize)> {
+        let blocks = rows.div_ceil(self.max_rows()).max(1);
+        let (size, larger) = (rows / blocks, rows % blocks);
+        (0..blocks).scan(0, move |first, block| {
+            let length = size + usize::from(block < larger);
+            let start = *first;
+            *first += length;
+            Some((start, length))
+        })
+    }
+
+    /// One block of rows by every panel, into `output`: rows of `n` outputs, or with
+    /// `column_stride`, output `j` of row `r` at `j · column_stride + r`.
+    ///
+    /// # Safety
+    /// Every input the rows read is readable and every output they write writable;
+    /// `rows.count <= max_rows`.
+    unsafe fn multiply_block(&self, rows: Rows, output: *mut f32, column_stride: Option<usize>) {
         let lanes = self.isa.lanes();
-        let mut scratch = [0f32; 12 * 32];
-        let mut first_row = 0;
-        while first_row < rows {
-            let tile_rows = (rows - first_row).min(self.isa.max_rows());
-            let mut bias_offset = 0;
-            for panel in &self.panels {
-                let width = panel.vectors * lanes;
-                let bias = self.bias.as_ref().map(|b| b[bias_offset..bias_offset + width].as_ptr());
-                bias_offset += width;
-                let a = input[first_row * self.k..].as_ptr();
-                let w = self.values[panel.offset..panel.offset + self.k * width].as_ptr();
-                let whole = panel.columns == width;
-                let (c, ldc) = if whole { (output[first_row * self.n + panel.first_column..].as_mut_ptr(), self.n) } else { (scratch.as_mut_ptr(), width) };
-                // SAFETY: `a` holds `tile_rows` rows of `k` values at stride `k`, `w` the panel's
-                // `k · width` values, `bias` its `width` values, and `c` `tile_rows` rows of
-                // `width` values at stride `ldc` (the output's columns, or the scratch tile);
-                // `detect` found the instruction set on this CPU before any `PackedWeights` existed.
-                unsafe { run_tile(self.isa, tile_rows, panel.vectors, a, self.k, w, self.k, bias, c, ldc) };
-                if !whole {
-                    for row in 0..tile_rows {
-                        let start = (first_row + row) * self.n + panel.first_column;
-                        output[start..start + panel.columns].copy_from_slice(&scratch[row * width..row * width + panel.columns]);
-                    }
+        // (A partial panel's tile: at most 12 rows of two 16-lane vectors or 24 of one; written
+        // before it is read.)
+        let mut scratch = std::mem::MaybeUninit::<[f32; 12 * 32]>::uninit();
+        let scratch = scratch.as_mut_ptr() as *mut f32;
+        let mut bias_offset = 0;
+        for panel in &self.panels {
+            let width = panel.vectors * lanes;
+            let bias = self.bias.as_ref().map(|b| b[bias_offset..bias_offset + width].as_ptr());
+            bias_offset += width;
+            let w = self.values[panel.offset..panel.offset + self.k * width].as_ptr();
+            let whole = panel.columns == width;
+            // Where the tile goes: the output's columns (by row or by column), or the scratch
+            // tile for a last, partial panel of rows.
+            let store = match column_stride {
+                Some(stride) => Store::Columns { c: output.add(panel.first_column * stride), stride, columns: panel.columns },
+                None if whole => Store::Rows { c: output.add(panel.first_column), ldc: self.n },
+                None => Store::Rows { c: scratch, ldc: width },
+            };
+            // `w` holds the panel's `k · width` values, `bias` its `width` values; `detect`
+            // found the instruction set on this CPU before any `PackedWeights` existed.
+            run_tile(self.isa, panel.vectors, &Tile { rows, w, k: self.k, bias, store });
+            if column_stride.is_none() && !whole {
+                for row in 0..rows.count {
+                    std::ptr::copy_nonoverlapping(scratch.add(row * width), output.add(row * self.n + panel.first_column), panel.columns);
                 }
             }
-            first_row += tile_rows;
         }
     }
 }
 
-/// One tile of `rows` rows (at most the instruction set's `max_rows`) by `vectors` registers
-/// of outputs.
+/// The activation rows of one tile: row `r`'s depth `d` at `a + r · lda + d`, or
+/// `+ offsets[d]`.
+#[derive(Clone, Copy)]
+struct Rows {
+    a: *const f32,
+    lda: usize,
+    offsets: Option<*const usize>,
+    count: usize,
+}
+
+/// Where a tile's outputs go: row `r`'s output `j` at `c + r · ldc + j` (every column of the
+/// panel), or at `c + j · stride + r` (its first `columns` only).
+#[derive(Clone, Copy)]
+enum Store {
+    Rows { c: *mut f32, ldc: usize },
+    Columns { c: *mut f32, stride: usize, columns: usize },
+}
+
+/// What one tile kernel reads and writes: its rows, a weight panel `w` of `k` rows, the
+/// panel's bias, and where the outputs go.
+#[derive(Clone, Copy)]
+struct Tile {
+    rows: Rows,
+    w: *const f32,
+    k: usize,
+    bias: Option<*const f32>,
+    store: Store,
+}
+
+/// One tile of `tile.rows.count` rows (at most the instruction set's `max_rows`) by `vectors`
+/// registers of outputs.
 ///
 /// # Safety
-/// As [`PackedWeights::multiply`] states at its call; the CPU has `isa`.
-#[allow(clippy::too_many_arguments)]
-unsafe fn run_tile(isa: Isa, rows: usize, vectors: usize, a: *const f32, lda: usize, w: *const f32, k: usize, bias: Option<*const f32>, c: *mut f32, ldc: usize) {
+/// As [`PackedWeights::multiply_block`] states; the CPU has `isa`.
+unsafe fn run_tile(isa: Isa, vectors: usize, tile: &Tile) {
     #[cfg(target_arch = "x86_64")]
     {
+        let rows = tile.rows.count;
         macro_rules! dispatch {
-            ($kernel:ident, $($rows:literal)*) => {
-                match (rows, vectors) {
-                    $(($rows, 1) => $kernel::<$rows, 1>(a, lda, w, k, bias, c, ldc),
-                      ($rows, 2) => $kernel::<$rows, 2>(a, lda, w, k, bias, c, ldc),)*
+            ($kernel:ident, [$($rows:literal)*], [$($one_vector_rows:literal)*]) => {
+                match (rows, vectors, tile.rows.offsets.is_some()) {
+                    $(($rows, 2, false) => $kernel::<$rows, 2, false>(tile),
+                      ($rows, 2, true) => $kernel::<$rows, 2, true>(tile),)*
+                    $(($one_vector_rows, 1, false) => $kernel::<$one_vector_rows, 1, false>(tile),
+                      ($one_vector_rows, 1, true) => $kernel::<$one_vector_rows, 1, true>(tile),)*
                     _ => unreachable!("a tile of {rows} rows by {vectors} vectors"),
                 }
             };
         }
         match isa {
-            Isa::Avx512 => dispatch!(tile_avx512, 1 2 3 4 5 6 7 8 9 10 11 12),
-            Isa::Fma => dispatch!(tile_fma, 1 2 3 4 5 6),
+            Isa::Avx512 => dispatch!(tile_avx512, [1 2 3 4 5 6 7 8 9 10 11 12], [1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24]),
+            Isa::Fma => dispatch!(tile_fma, [1 2 3 4 5 6], [1 2 3 4 5 6 7 8 9 10 11 12]),
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    unreachable!("no vector kernels for {isa:?} on this architecture ({rows}x{vectors}, {a:?} {lda} {w:?} {k} {bias:?} {c:?} {ldc})");
+    unreachable!("no vector kernels for {isa:?} on this architecture ({vectors} vectors, {:?})", tile.w);
 }
 
 /// Writes one tile kernel: `R` rows by `V` vectors of accumulators, one k step per iteration
-/// (every weight vector loaded once, every activation broadcast once), the bias added at the end.
+/// (every weight vector loaded once, every activation broadcast once), the bias added at the
+/// end; `TABLE`: the depths' offsets come from the rows' table. `$store_columns` writes the
+/// first lanes of a vector at a stride.
 #[cfg(target_arch = "x86_64")]
 macro_rules! tile_kernel {
-    ($name:ident, $features:literal, $lanes:literal, $zero:ident, $load:ident, $broadcast:ident, $fmadd:ident, $add:ident, $store:ident) => {
+    ($name:ident, $features:literal, $lanes:literal, $zero:ident, $load:ident, $broadcast:ident, $fmadd:ident, $add:ident, $store:ident, $store_columns:ident) => {
         #[target_feature(enable = $features)]
-        unsafe fn $name<const R: usize, const V: usize>(a: *const f32, lda: usize, w: *const f32, k: usize, bias: Option<*const f32>, c: *mut f32, ldc: usize) {
+        unsafe fn $name<const R: usize, const V: usize, const TABLE: bool>(tile: &Tile) {
             use std::arch::x86_64::*;
+            let Tile { rows: Rows { a, lda, offsets, .. }, w, k, bias, store } = *tile;
+            let offsets = offsets.unwrap_or(std::ptr::null());
             let mut acc = [[$zero(); V]; R];
             for depth in 0..k {
                 let mut weights = [$zero(); V];
                 for (v, weight) in weights.iter_mut().enumerate() {
                     *weight = $load(w.add((depth * V + v) * $lanes));
                 }
+                let at = if TABLE { *offsets.add(depth) } else { depth };
                 for (row, acc) in acc.iter_mut().enumerate() {
-                    let activation = $broadcast(*a.add(row * lda + depth));
+                    let activation = $broadcast(*a.add(row * lda + at));
                     for (acc, weight) in acc.iter_mut().zip(&weights) {
                         *acc = $fmadd(activation, *weight, *acc);
                     }
@@ -212,17 +305,44 @@ macro_rules! tile_kernel {
                         Some(bias) => $add(*acc, $load(bias.add(v * $lanes))),
                         None => *acc,
                     };
-                    $store(c.add(row * ldc + v * $lanes), value);
+                    match store {
+                        Store::Rows { c, ldc } => $store(c.add(row * ldc + v * $lanes), value),
+                        Store::Columns { c, stride, columns } => {
+                            let first = v * $lanes;
+                            $store_columns(c.add(first * stride + row), stride, columns.saturating_sub(first).min($lanes), value);
+                        }
+                    }
                 }
             }
         }
     };
 }
 
+/// Lane `l < count` of `value` to `c + l · stride` (one scatter).
 #[cfg(target_arch = "x86_64")]
-tile_kernel!(tile_avx512, "avx512f", 16, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, _mm512_storeu_ps);
+#[target_feature(enable = "avx512f")]
+unsafe fn store_columns_avx512(c: *mut f32, stride: usize, count: usize, value: std::arch::x86_64::__m512) {
+    use std::arch::x86_64::*;
+    let index = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(stride as i32));
+    let mask = if count >= 16 { 0xffff } else { (1u16 << count) - 1 };
+    _mm512_mask_i32scatter_ps::<4>(c, mask, index, value);
+}
+
+/// Lane `l < count` of `value` to `c + l · stride`.
 #[cfg(target_arch = "x86_64")]
-tile_kernel!(tile_fma, "avx2,fma", 8, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, _mm256_storeu_ps);
+#[target_feature(enable = "avx2,fma")]
+unsafe fn store_columns_fma(c: *mut f32, stride: usize, count: usize, value: std::arch::x86_64::__m256) {
+    let mut lanes = [0f32; 8];
+    std::arch::x86_64::_mm256_storeu_ps(lanes.as_mut_ptr(), value);
+    for (lane, value) in lanes.iter().take(count).enumerate() {
+        *c.add(lane * stride) = *value;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+tile_kernel!(tile_avx512, "avx512f", 16, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, _mm512_storeu_ps, store_columns_avx512);
+#[cfg(target_arch = "x86_64")]
+tile_kernel!(tile_fma, "avx2,fma", 8, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, _mm256_storeu_ps, store_columns_fma);
 
 #[cfg(test)]
 mod tests {
@@ -235,14 +355,14 @@ mod tests {
         (values(rows * k, 1), values(n * k, 2), values(n, 3))
     }
 
-    /// Every tile shape (rows 1-13 against 12 and 6 per tile, whole, one-vector and partial
+    /// Every tile shape (rows 1-25 against 6, 12 and 24 per tile, whole, one-vector and partial
     /// panels, k of 0, 1 and 37) against a float64 product, within float32 rounding of the sum.
     #[test]
     fn products_match_a_float64_reference_for_every_tile_shape() {
         let Some(native) = Isa::detect() else { return };
         let isas: Vec<Isa> = if native == Isa::Avx512 { vec![Isa::Avx512, Isa::Fma] } else { vec![native] };
         for isa in isas {
-            for rows in 1..=13 {
+            for rows in 1..=25 {
                 for n in [1, 7, 8, 16, 17, 32, 39, 64] {
                     for k in [0, 1, 37] {
                         for with_bias in [false, true] {
@@ -257,6 +377,39 @@ mod tests {
                                     assert!((got - exact).abs() <= 1e-5, "{isa:?} rows {rows} n {n} k {k} bias {with_bias}: [{r}][{j}] {got} vs {exact}");
                                 }
                             }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Gathered rows (each depth at its own offset, rows `lda` apart) written output by
+    /// output, for every tile height and panel shape, against a float64 product.
+    #[test]
+    fn gathered_products_are_written_by_column() {
+        let Some(native) = Isa::detect() else { return };
+        let isas: Vec<Isa> = if native == Isa::Avx512 { vec![Isa::Avx512, Isa::Fma] } else { vec![native] };
+        let (k, lda, stride) = (23, 3, 50);
+        let offsets: Vec<usize> = (0..k).map(|d| d * 5 + d % 3).collect();
+        for isa in isas {
+            for n in [1, 9, 16, 20, 33] {
+                let (input, w, b) = operands(40, 5 * k, n);
+                let packed = PackedWeights::new(isa, k, n, |j, p| w[j * k + p], Some(&b));
+                for rows in 1..=packed.max_rows() {
+                    let mut out = vec![f32::NAN; stride * n];
+                    // SAFETY: reads reach (rows - 1) · 3 + 22 · 5 + 1 < 200 values, writes
+                    // (n - 1) · 50 + rows - 1 < 50 · n.
+                    unsafe { packed.multiply_gathered(input.as_ptr(), lda, &offsets, rows, out.as_mut_ptr(), stride) };
+                    for j in 0..n {
+                        for r in 0..stride {
+                            let got = out[j * stride + r];
+                            if r >= rows {
+                                assert!(got.is_nan(), "{isa:?} n {n} rows {rows}: wrote [{j}][{r}]");
+                                continue;
+                            }
+                            let exact: f64 = (0..k).map(|d| input[r * lda + offsets[d]] as f64 * w[j * k + d] as f64).sum::<f64>() + b[j] as f64;
+                            assert!((got as f64 - exact).abs() <= 1e-5, "{isa:?} n {n} rows {rows}: [{j}][{r}] {got} vs {exact}");
                         }
                     }
                 }

@@ -13,6 +13,7 @@ mod conv_batch;
 mod exact;
 mod exact_ops;
 mod dense;
+mod dense_conv;
 mod dense_kernel;
 mod im2col;
 mod interface;

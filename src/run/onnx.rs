@@ -235,6 +235,7 @@ impl OnnxPolicy {
             }
             let mut plan = model.into_typed()?.into_decluttered()?;
             super::dense::speed_up_dense_layers(&mut plan)?;
+            super::dense_conv::speed_up_convolutions(&mut plan)?;
             let mut plan = plan.into_optimized()?;
             super::im2col::speed_up_lazy_im2col(&mut plan)?;
             super::short_softmax::speed_up_short_softmax(&mut plan)?;

@@ -1,0 +1,295 @@
+//! Convolutions without padding on the dense-layer kernel, reading their patches in place.
+//!
+//! tract 0.23 runs a visual encoder's convolutions as a gather of each image's patches into
+//! panels (its lazy im2col, sped up by [`super::im2col`]) and its own matrix kernel: at batch
+//! 12 of the 84 x 84 benchmark encoder that was 54% kernel and 24% gather (perf, AVX-512
+//! Xeon). A [`DenseConv`] gathers nothing: each tile of the product is a run of output points
+//! of one output row, whose patch values lie at `stride` apart for every kernel tap, so the
+//! tile kernel reads them where they are (one offset per tap, from a table) and multiplies
+//! them by the packed weights ([`PackedWeights::multiply_gathered`]); the tile's outputs are
+//! then written channel by channel.
+//!
+//! [`speed_up_convolutions`] replaces, in a decluttered model, every float32 two-dimensional
+//! `Conv` whose input layout is NCHW (or CHW, as [`super::conv_batch`] writes a batch), with
+//! an OIHW constant kernel and bias, no padding and no dilation; groups are run one after the
+//! other (a batch rewritten by `conv_batch` is one group per image, its weights repeated: they
+//! are packed once).
+
+use super::dense_kernel::{Isa, PackedWeights};
+use std::sync::Arc;
+use tract_onnx::tract_core::ops::cnn::conv::{Conv, KernelFormat};
+use tract_onnx::tract_core::ops::cnn::PaddingSpec;
+use tract_onnx::tract_core::ops::nn::DataFormat;
+use tract_onnx::tract_hir::internal::*;
+
+/// Replaces every convolution of a decluttered model that [`DenseConv`] runs (see the module
+/// docs); returns how many. A CPU without AVX2 and FMA keeps tract's, as does
+/// `MLAGENTS_MATRIX_KERNELS=tract`.
+pub fn speed_up_convolutions(model: &mut TypedModel) -> TractResult<usize> {
+    let Some(isa) = Isa::for_plans() else { return Ok(0) };
+    let mut replaced = 0;
+    for id in 0..model.nodes().len() {
+        let Some(op) = DenseConv::find(model, id, isa)? else { continue };
+        let node = model.node(id);
+        let mut patch = TypedModelPatch::new("dense convolution");
+        let input = patch.tap_model(model, node.inputs[0])?;
+        let output = patch.wire_node(&node.name, op, &[input])?[0];
+        patch.shunt_outside(model, OutletId::new(id, 0), output)?;
+        patch.apply(model)?;
+        replaced += 1;
+    }
+    Ok(replaced)
+}
+
+/// The shape of one convolution: images of `channels x height x width` (one per batch item,
+/// or one), `groups` groups of channels, a `kernel` of taps moved by `stride`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Geometry {
+    /// Whether the input has a batch axis (NCHW) rather than none (CHW).
+    batched: bool,
+    channels: usize,
+    height: usize,
+    width: usize,
+    groups: usize,
+    output_channels: usize,
+    kernel: [usize; 2],
+    stride: [usize; 2],
+}
+
+impl Geometry {
+    fn output_size(&self) -> [usize; 2] {
+        [(self.height - self.kernel[0]) / self.stride[0] + 1, (self.width - self.kernel[1]) / self.stride[1] + 1]
+    }
+
+    /// Where each kernel tap of one group reads, from the patch's first value: channel,
+    /// kernel row, kernel column, in the kernel's OIHW order.
+    fn tap_offsets(&self) -> Vec<usize> {
+        let channels = self.channels / self.groups;
+        let [kernel_height, kernel_width] = self.kernel;
+        let mut offsets = Vec::with_capacity(channels * kernel_height * kernel_width);
+        for channel in 0..channels {
+            for row in 0..kernel_height {
+                offsets.extend((0..kernel_width).map(|column| (channel * self.height + row) * self.width + column));
+            }
+        }
+        offsets
+    }
+}
+
+/// A convolution on [`PackedWeights`]: one packed matrix per group (`taps x output channels
+/// of the group`), or one for all where the groups' weights are equal.
+#[derive(Clone, Debug)]
+pub struct DenseConv {
+    geometry: Geometry,
+    weights: Vec<Arc<PackedWeights>>,
+    tap_offsets: Arc<Vec<usize>>,
+}
+
+/// Two convolutions are the same op when they share their packed weights.
+impl PartialEq for DenseConv {
+    fn eq(&self, other: &Self) -> bool {
+        self.geometry == other.geometry && self.weights.len() == other.weights.len() && self.weights.iter().zip(&other.weights).all(|(a, b)| Arc::ptr_eq(a, b))
+    }
+}
+
+impl Eq for DenseConv {}
+
+impl DenseConv {
+    /// Node `id` as a [`DenseConv`], if it is a convolution it runs.
+    fn find(model: &TypedModel, id: usize, isa: Isa) -> TractResult<Option<DenseConv>> {
+        let node = model.node(id);
+        let Some(conv) = node.op_as::<Conv>() else { return Ok(None) };
+        let spec = &conv.pool_spec;
+        let no_padding = match &spec.padding {
+            PaddingSpec::Valid => true,
+            PaddingSpec::Explicit(before, after) | PaddingSpec::ExplicitOnnxPool(before, after, _) => before.iter().chain(after).all(|p| *p == 0),
+            _ => false,
+        };
+        let undilated = spec.dilations.as_ref().is_none_or(|d| d.iter().all(|d| *d == 1));
+        let batched = match spec.data_format {
+            DataFormat::NCHW => true,
+            DataFormat::CHW => false,
+            _ => return Ok(None),
+        };
+        if conv.q_params.is_some() || conv.kernel_fmt != KernelFormat::OIHW || spec.kernel_shape.len() != 2 || !no_padding || !undilated || node.inputs.len() != 3 || conv.group == 0 {
+            return Ok(None);
+        }
+        let input = model.outlet_fact(node.inputs[0])?;
+        let (kernel, bias) = (model.outlet_fact(node.inputs[1])?, model.outlet_fact(node.inputs[2])?);
+        let (Some(shape), Some(kernel), Some(bias)) = (input.shape.as_concrete(), &kernel.konst, &bias.konst) else { return Ok(None) };
+        let float = |t: &Tensor| t.datum_type() == f32::datum_type();
+        if !float(kernel) || !float(bias) || input.datum_type != f32::datum_type() || shape.len() != 3 + usize::from(batched) {
+            return Ok(None);
+        }
+        let image = &shape[usize::from(batched)..];
+        let strides = spec.strides();
+        let geometry = Geometry {
+            batched,
+            channels: image[0],
+            height: image[1],
+            width: image[2],
+            groups: conv.group,
+            output_channels: spec.output_channels,
+            kernel: [spec.kernel_shape[0], spec.kernel_shape[1]],
+            stride: [strides[0], strides[1]],
+        };
+        let fits = geometry.channels % geometry.groups == 0 && geometry.output_channels % geometry.groups == 0 && geometry.kernel[0] <= geometry.height && geometry.kernel[1] <= geometry.width && geometry.stride.iter().all(|s| *s > 0);
+        let taps = geometry.channels / geometry.groups.max(1) * geometry.kernel[0] * geometry.kernel[1];
+        if !fits || kernel.len() != geometry.output_channels * taps || !(bias.len() == geometry.output_channels || bias.len() == 1) {
+            return Ok(None);
+        }
+        let expected = model.outlet_fact(OutletId::new(id, 0))?.shape.as_concrete().map(|s| s[s.len() - 2..].to_vec());
+        if expected != Some(geometry.output_size().to_vec()) {
+            return Ok(None);
+        }
+        let weights = Self::pack(&geometry, kernel, bias, isa)?;
+        let tap_offsets = Arc::new(geometry.tap_offsets());
+        Ok(Some(DenseConv { geometry, weights, tap_offsets }))
+    }
+
+    /// The kernel `[output channels, taps]` (OIHW flattened) packed per group, with each
+    /// output channel's bias; groups of equal weights and biases share one.
+    fn pack(geometry: &Geometry, kernel: &Tensor, bias: &Tensor, isa: Isa) -> TractResult<Vec<Arc<PackedWeights>>> {
+        let kernel = kernel.try_as_plain_ram()?;
+        let kernel = kernel.as_slice::<f32>()?;
+        let bias = bias.try_as_plain_ram()?;
+        let bias = bias.as_slice::<f32>()?;
+        let bias: Vec<f32> = (0..geometry.output_channels).map(|o| bias[o % bias.len()]).collect();
+        let per_group = geometry.output_channels / geometry.groups;
+        let taps = kernel.len() / geometry.output_channels;
+        let group_values = |g: usize| (&kernel[g * per_group * taps..(g + 1) * per_group * taps], &bias[g * per_group..(g + 1) * per_group]);
+        let shared = (1..geometry.groups).all(|g| group_values(g) == group_values(0));
+        let packed = |g: usize| {
+            let (weights, bias) = group_values(g);
+            Arc::new(PackedWeights::new(isa, taps, per_group, |o, tap| weights[o * taps + tap], Some(bias)))
+        };
+        Ok(if shared { vec![packed(0)] } else { (0..geometry.groups).map(packed).collect() })
+    }
+
+    /// Convolves `images` images of the input into the output, group by group, tile by tile:
+    /// each tile is a run of points of one output row, written channel by channel.
+    fn convolve(&self, input: &[f32], images: usize, output: &mut [f32]) {
+        let g = &self.geometry;
+        let [output_height, output_width] = g.output_size();
+        let points = output_height * output_width;
+        let (group_channels, group_outputs) = (g.channels / g.groups, g.output_channels / g.groups);
+        let max_offset = self.tap_offsets.last().copied().unwrap_or(0);
+        assert!(points * group_outputs < i32::MAX as usize, "a convolution output of {points} points");
+        for image in 0..images {
+            for group in 0..g.groups {
+                let weights = &self.weights[group % self.weights.len()];
+                let group_input = ((image * g.channels) + group * group_channels) * g.height * g.width;
+                let group_output = (image * g.output_channels + group * group_outputs) * points;
+                assert!(group_output + points * group_outputs <= output.len(), "convolution writes past its output");
+                for row in 0..output_height {
+                    for (first, rows) in weights.row_blocks(output_width) {
+                        let start = group_input + row * g.stride[0] * g.width + first * g.stride[1];
+                        let last_read = start + (rows - 1) * g.stride[1] + max_offset;
+                        assert!(last_read < input.len(), "convolution reads past its input ({last_read} of {})", input.len());
+                        let at = group_output + row * output_width + first;
+                        // SAFETY: every read, `start + r · stride + offset`, is at most `last_read`
+                        // (offsets ascend), inside the input (checked above); every write,
+                        // `at + channel · points + r`, is inside the group's output channels
+                        // (checked above: `r < rows <= output_width - first`); `points ·
+                        // group_outputs` fits an i32.
+                        unsafe { weights.multiply_gathered(input[start..].as_ptr(), g.stride[1], &self.tap_offsets, rows, output[at..].as_mut_ptr(), points) };
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Op for DenseConv {
+    fn name(&self) -> StaticName {
+        "DenseConv".into()
+    }
+
+    op_as_typed_op!();
+}
+
+impl EvalOp for DenseConv {
+    op_out_of_plan!();
+
+    fn eval(&self, _: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
+        let input = args_1!(inputs);
+        let g = &self.geometry;
+        let images = if g.batched { input.shape().first().copied().unwrap_or(0) } else { 1 };
+        let image_shape = [g.channels, g.height, g.width];
+        ensure!(input.datum_type() == f32::datum_type() && input.shape()[usize::from(g.batched)..] == image_shape, "DenseConv of {image_shape:?} images over {:?}", input);
+        let [height, width] = g.output_size();
+        let shape: TVec<usize> = if g.batched { tvec![images, g.output_channels, height, width] } else { tvec![g.output_channels, height, width] };
+        // SAFETY: `convolve` writes every output value (every channel of every point).
+        let mut output = unsafe { Tensor::uninitialized::<f32>(&shape)? };
+        self.convolve(input.try_as_plain_ram()?.as_slice::<f32>()?, images, output.try_as_plain_ram_mut()?.as_slice_mut::<f32>()?);
+        Ok(tvec!(output.into_tvalue()))
+    }
+}
+
+impl TypedOp for DenseConv {
+    fn output_facts(&self, inputs: &[&TypedFact]) -> TractResult<TVec<TypedFact>> {
+        let g = &self.geometry;
+        let [height, width] = g.output_size();
+        let mut shape: TVec<TDim> = tvec![g.output_channels.to_dim(), height.to_dim(), width.to_dim()];
+        if g.batched {
+            shape.insert(0, inputs[0].shape[0].clone());
+        }
+        Ok(tvec!(f32::fact(shape)))
+    }
+
+    as_op!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::onnx::{attr_ints, attr_int, value_info, GraphBuilder, FLOAT};
+
+    /// Values between -0.5 and 0.5.
+    fn values(count: usize, seed: usize) -> Vec<f32> {
+        (0..count).map(|i| ((i * 7919 + seed) % 1000) as f32 / 1000.0 - 0.5).collect()
+    }
+
+    /// One ONNX `Conv` (then a `Relu`) of `[images, channels, 13, 11]` into `outputs` channels:
+    /// a 3 x 2 kernel with strides 2 x 1, `groups` groups, `pads` on every side.
+    fn convolution(images: usize, channels: usize, outputs: usize, groups: usize, pads: i64) -> tract_onnx::pb::ModelProto {
+        let mut g = GraphBuilder::default();
+        let taps = channels / groups * 3 * 2;
+        let kernel = g.constant("w", &[outputs as i64, (channels / groups) as i64, 3, 2], values(outputs * taps, 2));
+        let bias = g.constant("b", &[outputs as i64], values(outputs, 3));
+        let attributes = vec![attr_ints("kernel_shape", &[3, 2]), attr_ints("strides", &[2, 1]), attr_ints("pads", &[pads; 4]), attr_int("group", groups as i64)];
+        let conv = g.node("Conv", vec!["x".into(), kernel, bias], attributes, "conv");
+        g.node_into("Relu", vec![conv], vec![], "y");
+        g.finish("conv", 13, vec![value_info("x", FLOAT, &[images as i64, channels as i64, 13, 11])], vec![value_info("y", FLOAT, &[])], "test")
+    }
+
+    /// The convolution's output on tract's plan, with or without [`speed_up_convolutions`],
+    /// and how many convolutions it replaced.
+    fn run(model: &tract_onnx::pb::ModelProto, shape: [usize; 4], rewrite: bool) -> TractResult<(Vec<f32>, usize)> {
+        let mut typed = tract_onnx::onnx().model_for_proto_model(model)?.into_typed()?.into_decluttered()?;
+        let replaced = if rewrite { speed_up_convolutions(&mut typed)? } else { 0 };
+        let plan = typed.into_optimized()?.into_runnable()?;
+        let count = shape.iter().product();
+        let outputs = plan.run(tvec![Tensor::from_shape(&shape, &values(count, 1))?.into_tvalue()])?;
+        Ok((outputs[0].try_as_plain_ram()?.as_slice::<f32>()?.to_vec(), replaced))
+    }
+
+    /// Convolutions of one image and of a batch, plain and grouped (different weights per
+    /// group), give tract's outputs once replaced; padded ones stay tract's.
+    #[test]
+    fn convolutions_give_tracts_outputs() {
+        let expect_replaced = usize::from(Isa::for_plans().is_some());
+        for (images, channels, outputs, groups) in [(1, 3, 4, 1), (3, 3, 20, 1), (2, 4, 6, 2), (1, 2, 40, 1)] {
+            let model = convolution(images, channels, outputs, groups, 0);
+            let shape = [images, channels, 13, 11];
+            let (tract, _) = run(&model, shape, false).unwrap();
+            let (ours, replaced) = run(&model, shape, true).unwrap();
+            assert_eq!(replaced, expect_replaced, "{images} x {channels} -> {outputs} in {groups} groups");
+            assert_eq!(ours.len(), images * outputs * 6 * 10);
+            for (index, (ours, tract)) in ours.iter().zip(&tract).enumerate() {
+                assert!((ours - tract).abs() <= 1e-6, "{images} x {channels} -> {outputs} in {groups} groups [{index}]: {ours} vs tract {tract}");
+            }
+        }
+        assert_eq!(run(&convolution(1, 3, 4, 1, 1), [1, 3, 13, 11], true).unwrap().1, 0, "padded");
+    }
+}
