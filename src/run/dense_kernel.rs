@@ -253,13 +253,25 @@ unsafe fn run_tile(isa: Isa, vectors: usize, tile: &Tile) {
     #[cfg(target_arch = "x86_64")]
     {
         let rows = tile.rows.count;
+        // Gathered rows (a convolution's) at the usual strides get kernels with the stride
+        // built in: every row's address is then one base plus a constant.
+        let stride = match tile.rows.offsets.map(|_| tile.rows.lda) {
+            Some(stride @ (1 | 2 | 4)) => stride,
+            _ => 0,
+        };
         macro_rules! dispatch {
             ($kernel:ident, [$($rows:literal)*], [$($one_vector_rows:literal)*]) => {
-                match (rows, vectors, tile.rows.offsets.is_some()) {
-                    $(($rows, 2, false) => $kernel::<$rows, 2, false>(tile),
-                      ($rows, 2, true) => $kernel::<$rows, 2, true>(tile),)*
-                    $(($one_vector_rows, 1, false) => $kernel::<$one_vector_rows, 1, false>(tile),
-                      ($one_vector_rows, 1, true) => $kernel::<$one_vector_rows, 1, true>(tile),)*
+                match (rows, vectors, tile.rows.offsets.is_some(), stride) {
+                    $(($rows, 2, false, _) => $kernel::<$rows, 2, false, 0>(tile),
+                      ($rows, 2, true, 0) => $kernel::<$rows, 2, true, 0>(tile),
+                      ($rows, 2, true, 1) => $kernel::<$rows, 2, true, 1>(tile),
+                      ($rows, 2, true, 2) => $kernel::<$rows, 2, true, 2>(tile),
+                      ($rows, 2, true, 4) => $kernel::<$rows, 2, true, 4>(tile),)*
+                    $(($one_vector_rows, 1, false, _) => $kernel::<$one_vector_rows, 1, false, 0>(tile),
+                      ($one_vector_rows, 1, true, 0) => $kernel::<$one_vector_rows, 1, true, 0>(tile),
+                      ($one_vector_rows, 1, true, 1) => $kernel::<$one_vector_rows, 1, true, 1>(tile),
+                      ($one_vector_rows, 1, true, 2) => $kernel::<$one_vector_rows, 1, true, 2>(tile),
+                      ($one_vector_rows, 1, true, 4) => $kernel::<$one_vector_rows, 1, true, 4>(tile),)*
                     _ => unreachable!("a tile of {rows} rows by {vectors} vectors"),
                 }
             };
@@ -275,15 +287,17 @@ unsafe fn run_tile(isa: Isa, vectors: usize, tile: &Tile) {
 
 /// Writes one tile kernel: `R` rows by `V` vectors of accumulators, one k step per iteration
 /// (every weight vector loaded once, every activation broadcast once), the bias added at the
-/// end; `TABLE`: the depths' offsets come from the rows' table. `$store_columns` writes the
+/// end; `TABLE`: the depths' offsets come from the rows' table; `STRIDE`, when not 0, is the
+/// rows' stride (`lda`) made a constant. `$store_columns` writes the
 /// first lanes of a vector at a stride.
 #[cfg(target_arch = "x86_64")]
 macro_rules! tile_kernel {
     ($name:ident, $features:literal, $lanes:literal, $zero:ident, $load:ident, $broadcast:ident, $fmadd:ident, $add:ident, $store:ident, $store_columns:ident) => {
         #[target_feature(enable = $features)]
-        unsafe fn $name<const R: usize, const V: usize, const TABLE: bool>(tile: &Tile) {
+        unsafe fn $name<const R: usize, const V: usize, const TABLE: bool, const STRIDE: usize>(tile: &Tile) {
             use std::arch::x86_64::*;
             let Tile { rows: Rows { a, lda, offsets, .. }, w, k, bias, store } = *tile;
+            let lda = if STRIDE > 0 { STRIDE } else { lda };
             let offsets = offsets.unwrap_or(std::ptr::null());
             let mut acc = [[$zero(); V]; R];
             for depth in 0..k {
@@ -384,32 +398,35 @@ mod tests {
         }
     }
 
-    /// Gathered rows (each depth at its own offset, rows `lda` apart) written output by
-    /// output, for every tile height and panel shape, against a float64 product.
+    /// Gathered rows (each depth at its own offset, rows `lda` apart: the strides with kernels
+    /// of their own and another) written output by output, for every tile height and panel
+    /// shape, against a float64 product.
     #[test]
     fn gathered_products_are_written_by_column() {
         let Some(native) = Isa::detect() else { return };
         let isas: Vec<Isa> = if native == Isa::Avx512 { vec![Isa::Avx512, Isa::Fma] } else { vec![native] };
-        let (k, lda, stride) = (23, 3, 50);
+        let (k, stride) = (23, 50);
         let offsets: Vec<usize> = (0..k).map(|d| d * 5 + d % 3).collect();
         for isa in isas {
-            for n in [1, 9, 16, 20, 33] {
-                let (input, w, b) = operands(40, 5 * k, n);
-                let packed = PackedWeights::new(isa, k, n, |j, p| w[j * k + p], Some(&b));
-                for rows in 1..=packed.max_rows() {
-                    let mut out = vec![f32::NAN; stride * n];
-                    // SAFETY: reads reach (rows - 1) · 3 + 22 · 5 + 1 < 200 values, writes
-                    // (n - 1) · 50 + rows - 1 < 50 · n.
-                    unsafe { packed.multiply_gathered(input.as_ptr(), lda, &offsets, rows, out.as_mut_ptr(), stride) };
-                    for j in 0..n {
-                        for r in 0..stride {
-                            let got = out[j * stride + r];
-                            if r >= rows {
-                                assert!(got.is_nan(), "{isa:?} n {n} rows {rows}: wrote [{j}][{r}]");
-                                continue;
+            for lda in [1, 2, 3, 4] {
+                for n in [1, 9, 16, 20, 33] {
+                    let (input, w, b) = operands(40, 5 * k, n);
+                    let packed = PackedWeights::new(isa, k, n, |j, p| w[j * k + p], Some(&b));
+                    for rows in 1..=packed.max_rows() {
+                        let mut out = vec![f32::NAN; stride * n];
+                        // SAFETY: reads reach (rows - 1) · 4 + 22 · 5 + 1 < 4600 values, writes
+                        // (n - 1) · 50 + rows - 1 < 50 · n.
+                        unsafe { packed.multiply_gathered(input.as_ptr(), lda, &offsets, rows, out.as_mut_ptr(), stride) };
+                        for j in 0..n {
+                            for r in 0..stride {
+                                let got = out[j * stride + r];
+                                if r >= rows {
+                                    assert!(got.is_nan(), "{isa:?} lda {lda} n {n} rows {rows}: wrote [{j}][{r}]");
+                                    continue;
+                                }
+                                let exact: f64 = (0..k).map(|d| input[r * lda + offsets[d]] as f64 * w[j * k + d] as f64).sum::<f64>() + b[j] as f64;
+                                assert!((got as f64 - exact).abs() <= 1e-5, "{isa:?} lda {lda} n {n} rows {rows}: [{j}][{r}] {got} vs {exact}");
                             }
-                            let exact: f64 = (0..k).map(|d| input[r * lda + offsets[d]] as f64 * w[j * k + d] as f64).sum::<f64>() + b[j] as f64;
-                            assert!((got as f64 - exact).abs() <= 1e-5, "{isa:?} n {n} rows {rows}: [{j}][{r}] {got} vs {exact}");
                         }
                     }
                 }
