@@ -201,12 +201,9 @@ impl TypedOp for DenseLayer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::dense_kernel::test_values as values;
     use crate::onnx::{attr_int, attr_ints, value_info, GraphBuilder, FLOAT};
 
-    /// The test layer's `[rows, k]` input, its weights and its bias, between -0.5 and 0.5.
-    fn values(count: usize, seed: usize) -> Vec<f32> {
-        (0..count).map(|i| ((i * 7919 + seed) % 1000) as f32 / 1000.0 - 0.5).collect()
-    }
 
     /// A layer of `n` outputs over `k` inputs as ONNX writes it: `Gemm` (weights `[n, k]`,
     /// `transB`) or `MatMul` (weights `[k, n]`) then `Add`, with or without the bias; its

@@ -243,12 +243,9 @@ impl TypedOp for DenseConv {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::dense_kernel::test_values as values;
     use crate::onnx::{attr_ints, attr_int, value_info, GraphBuilder, FLOAT};
 
-    /// Values between -0.5 and 0.5.
-    fn values(count: usize, seed: usize) -> Vec<f32> {
-        (0..count).map(|i| ((i * 7919 + seed) % 1000) as f32 / 1000.0 - 0.5).collect()
-    }
 
     /// One ONNX `Conv` (then a `Relu`) of `[images, channels, 13, 11]` into `outputs` channels:
     /// a 3 x 2 kernel with strides 2 x 1, `groups` groups, `pads` on every side.
