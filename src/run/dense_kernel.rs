@@ -7,7 +7,10 @@
 //! AVX-512 Xeon). [`PackedWeights::multiply`] keeps 24 accumulators (12 activation rows by two
 //! vectors of outputs) and loads two weight vectors per 24 multiply-adds, broadcasting each
 //! activation straight from its row: 160 GFLOP/s on the same layer. The AVX2 variant holds 12
-//! (6 rows by two 8-lane vectors, within its 16 registers).
+//! (6 rows by two 8-lane vectors, within its 16 registers); a tile one vector wide takes twice
+//! the rows. [`PackedWeights::multiply_gathered`] runs the same tiles over rows whose values lie
+//! apart (a convolution's patches, read in place through one offset per kernel tap; the usual
+//! strides 1, 2 and 4 compiled in) and writes them output by output (a convolution's channels).
 //!
 //! Every output is `Σ_k a[k]·w[k]` summed in k order with fused multiply-adds, then the bias
 //! added, as tract and onnxruntime compute it.
@@ -73,7 +76,8 @@ impl Isa {
 /// the layer's last output zero.
 #[derive(Clone, Debug)]
 struct Panel {
-    /// Where the panel starts in [`PackedWeights::values`] (and its bias in `bias`).
+    /// Where the panel starts in [`PackedWeights::values`] (its bias follows the widths of
+    /// the panels before it in [`PackedWeights::bias`]).
     offset: usize,
     /// The panel's first output column.
     first_column: usize,
@@ -288,8 +292,8 @@ unsafe fn run_tile(isa: Isa, vectors: usize, tile: &Tile) {
 /// Writes one tile kernel: `R` rows by `V` vectors of accumulators, one k step per iteration
 /// (every weight vector loaded once, every activation broadcast once), the bias added at the
 /// end; `TABLE`: the depths' offsets come from the rows' table; `STRIDE`, when not 0, is the
-/// rows' stride (`lda`) made a constant. `$store_columns` writes the
-/// first lanes of a vector at a stride.
+/// rows' stride (`lda`) made a constant. `$store_columns` writes the first lanes of a vector at
+/// a stride.
 #[cfg(target_arch = "x86_64")]
 macro_rules! tile_kernel {
     ($name:ident, $features:literal, $lanes:literal, $zero:ident, $load:ident, $broadcast:ident, $fmadd:ident, $add:ident, $store:ident, $store_columns:ident) => {
