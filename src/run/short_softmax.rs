@@ -96,13 +96,13 @@ mod tests {
     use super::*;
     use crate::onnx::{attr_int, value_info, GraphBuilder, FLOAT};
 
-    /// `op` (Softmax or LogSoftmax) over the last axis of a `[rows, length]` input, on tract's
-    /// plan with the short-row softmax; the output and how many nodes were replaced.
     /// The test's logits, `rows` x `length`, between -10 and 11.
     fn logits(rows: usize, length: usize) -> Vec<f32> {
         (0..rows * length).map(|k| ((k * 7919) % 211) as f32 / 10.0 - 10.0).collect()
     }
 
+    /// `op` (Softmax or LogSoftmax) over the last axis of a `[rows, length]` input, on tract's
+    /// plan with the short-row softmax; the output and how many nodes were replaced.
     fn run(op: &str, rows: usize, length: usize) -> TractResult<(Vec<f32>, usize)> {
         let mut g = GraphBuilder::default();
         g.node_into(op, vec!["x".into()], vec![attr_int("axis", 1)], "y");
