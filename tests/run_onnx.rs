@@ -205,3 +205,46 @@ fn input_transpositions_move_every_value() {
         }
     }
 }
+
+/// Inputs prepared once are read in place by every run: runs on them give what a run on the
+/// named tensors gives, again and again (an op that works in place, here the `Add`, must not
+/// write into them), for ONNX and `.nn` alike; another policy refuses them.
+#[test]
+fn prepared_inputs_are_read_in_place_and_stay_as_they_were() {
+    use mlagents::onnx::{value_info, GraphBuilder, FLOAT};
+    use mlagents::run::Policy;
+    let mut g = GraphBuilder::default();
+    let one = g.constant("one", &[1], vec![1.0]);
+    let shifted = g.node("Add", vec!["x".into(), one], vec![], "shifted");
+    g.node_into("Relu", vec![shifted], vec![], "y");
+    let proto = g.finish("in_place", 13, vec![value_info("x", FLOAT, &[-1, 6])], vec![value_info("y", FLOAT, &[])], "test");
+    let policy = Policy::from(OnnxPolicy::from_proto(proto, "in_place", LoadOptions::default()).unwrap());
+    let inputs = NamedTensors::from([("x".to_string(), TensorData { shape: vec![5, 6], data: (0..30).map(|k| k as f32 / 10.0 - 1.5).collect() })]);
+    let prepared = policy.prepare(&inputs).unwrap();
+    let expected = policy.run(&inputs).unwrap();
+    for _ in 0..3 {
+        assert_eq!(policy.run_prepared(&prepared).unwrap(), expected);
+    }
+    for file in ["onnx/3DBall.onnx", "nn/3DBall.nn", "onnx/GridFoodCollector.onnx", "nn/continuous2vis8vec2action.nn"] {
+        let path = models_dir().join(file);
+        let policy = Policy::load(&path, LoadOptions { deterministic: true, ..Default::default() }).unwrap();
+        let inputs: NamedTensors = policy
+            .interface()
+            .unwrap()
+            .inputs
+            .iter()
+            .map(|i| {
+                let shape: Vec<usize> = std::iter::once(12).chain(i.dims.iter().map(|d| (*d).max(1) as usize)).collect();
+                let n: usize = shape.iter().product();
+                (i.name.clone(), TensorData { shape, data: (0..n).map(|k| (k % 7) as f32 / 7.0).collect() })
+            })
+            .collect();
+        let prepared = policy.prepare(&inputs).unwrap();
+        let expected = policy.run(&inputs).unwrap();
+        assert_eq!(policy.run_prepared(&prepared).unwrap(), expected, "{file}");
+        assert_eq!(policy.run_prepared(&prepared).unwrap(), expected, "{file}, again");
+        let other = Policy::load(&path, LoadOptions { deterministic: true, ..Default::default() }).unwrap();
+        let e = other.run_prepared(&prepared).unwrap_err().to_string();
+        assert!(e.contains("prepared by another policy"), "{file}: {e}");
+    }
+}

@@ -13,7 +13,10 @@
 //! `Conv` whose input layout is NCHW (or CHW, as [`super::conv_batch`] writes a batch), with
 //! an OIHW constant kernel and bias, no padding and no dilation; groups are run one after the
 //! other (a batch rewritten by `conv_batch` is one group per image, its weights repeated: they
-//! are packed once).
+//! are packed once). A convolution reads through the reshapes in front of it (they move no
+//! value): `conv_batch`'s reshape of the batch into groups would otherwise copy an input the
+//! caller prepared once ([`super::onnx::PreparedInputs`]), as tract copies what it does not
+//! own before reshaping it.
 
 use super::dense_kernel::{Isa, PackedWeights};
 use std::sync::Arc;
@@ -32,13 +35,26 @@ pub fn speed_up_convolutions(model: &mut TypedModel) -> TractResult<usize> {
         let Some(op) = DenseConv::find(model, id, isa)? else { continue };
         let node = model.node(id);
         let mut patch = TypedModelPatch::new("dense convolution");
-        let input = patch.tap_model(model, node.inputs[0])?;
+        let input = patch.tap_model(model, unreshaped(model, node.inputs[0]))?;
         let output = patch.wire_node(&node.name, op, &[input])?[0];
         patch.shunt_outside(model, OutletId::new(id, 0), output)?;
         patch.apply(model)?;
         replaced += 1;
     }
     Ok(replaced)
+}
+
+/// Where the value on `wire` comes from before the reshapes and added or removed unit axes
+/// in front of it, which keep every value in its place.
+fn unreshaped(model: &TypedModel, mut wire: OutletId) -> OutletId {
+    loop {
+        let node = model.node(wire.node);
+        let moves_nothing = node.op_as::<AxisOp>().is_some_and(|op| !matches!(op, AxisOp::Move(..)));
+        if !moves_nothing || node.inputs.len() != 1 {
+            return wire;
+        }
+        wire = node.inputs[0];
+    }
 }
 
 /// The shape of one convolution: images of `channels x height x width` (one per batch item,
@@ -81,6 +97,8 @@ impl Geometry {
 #[derive(Clone, Debug)]
 pub struct DenseConv {
     geometry: Geometry,
+    /// The images of a run (the plan's batch, or 1 without a batch axis).
+    images: usize,
     weights: Vec<Arc<PackedWeights>>,
     tap_offsets: Arc<Vec<usize>>,
 }
@@ -88,7 +106,7 @@ pub struct DenseConv {
 /// Two convolutions are the same op when they share their packed weights.
 impl PartialEq for DenseConv {
     fn eq(&self, other: &Self) -> bool {
-        self.geometry == other.geometry && self.weights.len() == other.weights.len() && self.weights.iter().zip(&other.weights).all(|(a, b)| Arc::ptr_eq(a, b))
+        self.geometry == other.geometry && self.images == other.images && self.weights.len() == other.weights.len() && self.weights.iter().zip(&other.weights).all(|(a, b)| Arc::ptr_eq(a, b))
     }
 }
 
@@ -144,7 +162,8 @@ impl DenseConv {
         }
         let weights = Self::pack(&geometry, kernel, bias, isa)?;
         let tap_offsets = Arc::new(geometry.tap_offsets());
-        Ok(Some(DenseConv { geometry, weights, tap_offsets }))
+        let images = if batched { shape[0] } else { 1 };
+        Ok(Some(DenseConv { geometry, images, weights, tap_offsets }))
     }
 
     /// The kernel `[output channels, taps]` (OIHW flattened) packed per group, with each
@@ -214,27 +233,32 @@ impl EvalOp for DenseConv {
     fn eval(&self, _: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
         let input = args_1!(inputs);
         let g = &self.geometry;
-        let images = if g.batched { input.shape().first().copied().unwrap_or(0) } else { 1 };
-        let image_shape = [g.channels, g.height, g.width];
-        ensure!(input.datum_type() == f32::datum_type() && input.shape()[usize::from(g.batched)..] == image_shape, "DenseConv of {image_shape:?} images over {:?}", input);
-        let [height, width] = g.output_size();
-        let shape: TVec<usize> = if g.batched { tvec![images, g.output_channels, height, width] } else { tvec![g.output_channels, height, width] };
+        // The input may be the source of reshapes (see the module docs): only its values count.
+        let image_len = g.channels * g.height * g.width;
+        ensure!(input.datum_type() == f32::datum_type() && input.len() == self.images * image_len, "DenseConv of {} images of {image_len} values over {:?}", self.images, input);
         // SAFETY: `convolve` writes every output value (every channel of every point).
-        let mut output = unsafe { Tensor::uninitialized::<f32>(&shape)? };
-        self.convolve(input.try_as_plain_ram()?.as_slice::<f32>()?, images, output.try_as_plain_ram_mut()?.as_slice_mut::<f32>()?);
+        let mut output = unsafe { Tensor::uninitialized::<f32>(&self.output_shape())? };
+        self.convolve(input.try_as_plain_ram()?.as_slice::<f32>()?, self.images, output.try_as_plain_ram_mut()?.as_slice_mut::<f32>()?);
         Ok(tvec!(output.into_tvalue()))
     }
 }
 
-impl TypedOp for DenseConv {
-    fn output_facts(&self, inputs: &[&TypedFact]) -> TractResult<TVec<TypedFact>> {
+impl DenseConv {
+    /// `[images, output channels, height, width]`, without the images for a CHW input.
+    fn output_shape(&self) -> TVec<usize> {
         let g = &self.geometry;
         let [height, width] = g.output_size();
-        let mut shape: TVec<TDim> = tvec![g.output_channels.to_dim(), height.to_dim(), width.to_dim()];
+        let mut shape = tvec![g.output_channels, height, width];
         if g.batched {
-            shape.insert(0, inputs[0].shape[0].clone());
+            shape.insert(0, self.images);
         }
-        Ok(tvec!(f32::fact(shape)))
+        shape
+    }
+}
+
+impl TypedOp for DenseConv {
+    fn output_facts(&self, _: &[&TypedFact]) -> TractResult<TVec<TypedFact>> {
+        Ok(tvec!(f32::fact(self.output_shape())))
     }
 
     as_op!();
@@ -288,5 +312,33 @@ mod tests {
             }
         }
         assert_eq!(run(&convolution(1, 3, 4, 1, 1), [1, 3, 13, 11], true).unwrap().1, 0, "padded");
+    }
+
+    /// A batch reshaped into groups in front of the convolution, as `conv_batch` writes it:
+    /// the convolution reads the reshape's source (the model's input, so a prepared input is
+    /// not copied) and gives tract's outputs.
+    #[test]
+    fn convolutions_read_through_the_reshapes_in_front_of_them() {
+        if Isa::for_plans().is_none() {
+            return;
+        }
+        let mut g = GraphBuilder::default();
+        let kernel = g.constant("w", &[8, 3, 3, 2], values(8 * 18, 2));
+        let bias = g.constant("b", &[8], values(8, 3));
+        let grouped_shape = g.constant_i64("grouped_shape", &[4], vec![1, 6, 13, 11]);
+        let grouped = g.node("Reshape", vec!["x".into(), grouped_shape], vec![], "grouped");
+        let attributes = vec![attr_ints("kernel_shape", &[3, 2]), attr_ints("strides", &[2, 1]), attr_int("group", 2)];
+        g.node_into("Conv", vec![grouped, kernel, bias], attributes, "y");
+        let model = g.finish("conv", 13, vec![value_info("x", FLOAT, &[2, 3, 13, 11])], vec![value_info("y", FLOAT, &[])], "test");
+        let mut typed = tract_onnx::onnx().model_for_proto_model(&model).unwrap().into_typed().unwrap().into_decluttered().unwrap();
+        assert_eq!(speed_up_convolutions(&mut typed).unwrap(), 1);
+        let conv = typed.nodes().iter().find(|n| n.op_is::<DenseConv>()).expect("a DenseConv");
+        assert_eq!(conv.inputs[0], typed.input_outlets().unwrap()[0], "the DenseConv reads the model's input");
+        let (tract, _) = run(&model, [2, 3, 13, 11], false).unwrap();
+        let (ours, _) = run(&model, [2, 3, 13, 11], true).unwrap();
+        assert_eq!(ours.len(), 8 * 6 * 10);
+        for (index, (ours, tract)) in ours.iter().zip(&tract).enumerate() {
+            assert!((ours - tract).abs() <= 1e-6, "[{index}]: {ours} vs tract {tract}");
+        }
     }
 }

@@ -36,7 +36,7 @@ pub use nn::NnPolicy;
 pub use onnx::{bounded_elements, MAX_INPUT_ELEMENTS};
 pub(crate) use onnx::contain_tract_panics;
 pub use play::{play, DecisionTimes, PlayError, PlayReport, PolicyDriver};
-pub use onnx::{LoadOptions, OnnxInput, OnnxPolicy, NOISE_INPUT, UNIFORM_INPUT};
+pub use onnx::{LoadOptions, OnnxInput, OnnxPolicy, PreparedInputs, NOISE_INPUT, UNIFORM_INPUT};
 pub use parity::{check_parity, compare_models, record_outputs, record_steps, CompareReport, OutputCheck, ParityReport};
 pub use tensors::{parse_eval_inputs, NamedTensors, TensorData};
 
@@ -63,6 +63,8 @@ pub enum RunError {
     MissingInput { name: String, known: Vec<String> },
     #[error("running {path} failed: {detail}")]
     Eval { path: String, detail: String },
+    #[error("{path}: these inputs were prepared by another policy (prepare them with the policy that runs them)")]
+    ForeignInputs { path: String },
 }
 
 /// A loaded policy: the format's engine in front (each format read and lowered its own way),
@@ -171,9 +173,25 @@ impl Policy {
 
     /// Runs the model on named inputs; returns every output.
     pub fn run(&self, inputs: &NamedTensors) -> Result<NamedTensors, RunError> {
+        self.run_prepared(&self.prepare(inputs)?)
+    }
+
+    /// Checks named inputs against the model and copies them into the runner's own tensors,
+    /// laid out as the plan reads them. Inputs that several runs read (a benchmark, a
+    /// comparison) are prepared once; [`Self::run`] prepares each call's.
+    pub fn prepare(&self, inputs: &NamedTensors) -> Result<PreparedInputs, RunError> {
         match &self.engine {
-            Engine::Onnx(p) => p.run(inputs),
-            Engine::Nn(p) => p.run(inputs),
+            Engine::Onnx(p) => p.prepare(&tensors::views(inputs)),
+            Engine::Nn(p) => p.prepare(inputs),
+        }
+    }
+
+    /// Runs the model on inputs [`Self::prepare`] made, reading them in place; returns every
+    /// output. Inputs prepared by another policy are refused.
+    pub fn run_prepared(&self, inputs: &PreparedInputs) -> Result<NamedTensors, RunError> {
+        match &self.engine {
+            Engine::Onnx(p) => p.run_prepared(inputs),
+            Engine::Nn(p) => p.run_prepared(inputs),
         }
     }
 

@@ -5,7 +5,7 @@
 //! inputs are zeros (a new episode). Outputs of shape `[N, 1, 1, C]` come back as `[N, C]`.
 
 use crate::spec::model;
-use super::onnx::{bounded_elements, LoadOptions, OnnxPolicy, MAX_INPUT_ELEMENTS, NOISE_INPUT};
+use super::onnx::{bounded_elements, LoadOptions, OnnxPolicy, PreparedInputs, MAX_INPUT_ELEMENTS, NOISE_INPUT};
 use super::interface::{describe_non_finite, DeclaredInput, DeclaredOutput, FileVersion, MemorySlot, ModelInterface};
 use super::tensors::{TensorView, TensorViews};
 use super::{ModelFormat, NamedTensors, RunError, TensorData};
@@ -146,7 +146,14 @@ impl NnPolicy {
         Ok(())
     }
 
+    /// Runs the model on named inputs; returns every output (`[N, 1, 1, C]` ones as `[N, C]`).
     pub fn run(&self, inputs: &NamedTensors) -> Result<NamedTensors, RunError> {
+        self.run_prepared(&self.prepare(inputs)?)
+    }
+
+    /// Checks named inputs and copies them into the runner's tensors: each at its rank-4
+    /// shape, zeros for the memories not given.
+    pub fn prepare(&self, inputs: &NamedTensors) -> Result<PreparedInputs, RunError> {
         let batch = inputs.values().next().and_then(|t| t.shape.first()).copied().unwrap_or(1);
         // Each given input's rank-4 shape (its values are fed as they are, not copied), and
         // zeros for the memories not given.
@@ -184,7 +191,12 @@ impl NnPolicy {
             // [N, values per row], reshaped to each random layer's shape in the graph.
             fed.insert(NOISE_INPUT, noise.view());
         }
-        let mut out = self.inner.run_views(&fed)?;
+        self.inner.prepare(&fed)
+    }
+
+    /// Runs the model on inputs [`Self::prepare`] made (see [`OnnxPolicy::run_prepared`]).
+    pub fn run_prepared(&self, inputs: &PreparedInputs) -> Result<NamedTensors, RunError> {
+        let mut out = self.inner.run_prepared(inputs)?;
         for t in out.values_mut() {
             if t.shape.len() == 4 && t.shape[1] == 1 && t.shape[2] == 1 {
                 t.shape = vec![t.shape[0], t.shape[3]];

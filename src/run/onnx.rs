@@ -86,6 +86,8 @@ pub struct OnnxPolicy {
     /// Sampled discrete actions: the stream that feeds the graph's last input,
     /// [`UNIFORM_INPUT`], with one draw per row and branch.
     discrete_draws: Option<DiscreteDraws>,
+    /// Tells this policy's [`PreparedInputs`] from another's.
+    id: u64,
 }
 
 /// The uniform draws of sampled discrete actions (see the module docs).
@@ -146,7 +148,9 @@ impl OnnxPolicy {
             })
             .collect();
         let outputs = graph.output.iter().map(|o| o.name.clone()).collect();
-        Ok(Self { path: label.into(), proto, inputs, outputs, states: Mutex::new(HashMap::new()), nchw_inputs, discrete_draws })
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(Self { path: label.into(), proto, inputs, outputs, states: Mutex::new(HashMap::new()), nchw_inputs, discrete_draws, id })
     }
 
     pub fn inputs(&self) -> &[OnnxInput] {
@@ -252,7 +256,16 @@ impl OnnxPolicy {
 
     /// [`Self::run`] on borrowed inputs.
     pub(crate) fn run_views(&self, inputs: &TensorViews) -> Result<NamedTensors, RunError> {
-        let Prepared { mut values, mut shapes, batch } = self.prepare(inputs)?;
+        self.run_prepared(&self.prepare(inputs)?)
+    }
+
+    /// Runs the model on inputs [`Self::prepare`] checked and laid out: they are read where
+    /// they are, not copied.
+    pub fn run_prepared(&self, prepared: &PreparedInputs) -> Result<NamedTensors, RunError> {
+        if prepared.policy != self.id {
+            return Err(RunError::ForeignInputs { path: self.path.clone() });
+        }
+        let (mut values, mut shapes, batch) = (prepared.values.clone(), prepared.shapes.clone(), prepared.batch);
         if let Some(draws) = &self.discrete_draws {
             let uniform = draws.draw(batch);
             shapes.push(uniform.shape().to_vec());
@@ -279,7 +292,7 @@ impl OnnxPolicy {
     /// cached states and the random streams are left as they were, so looking at a model
     /// (its constants, its output shapes) does not change what it plays.
     fn probe(&self, inputs: &NamedTensors) -> Result<NamedTensors, RunError> {
-        let Prepared { mut values, mut shapes, batch } = self.prepare(&views(inputs))?;
+        let PreparedInputs { mut values, mut shapes, batch, .. } = self.prepare(&views(inputs))?;
         if let Some(draws) = &self.discrete_draws {
             let zeros = Tensor::zero::<f32>(&[batch, draws.branches]).expect("shape of two dims");
             shapes.push(zeros.shape().to_vec());
@@ -290,9 +303,9 @@ impl OnnxPolicy {
         self.collect(results)
     }
 
-    /// The given inputs as tract values in the declared order, their shapes, and the batch,
-    /// after checking names, shapes and that the batched inputs share one batch.
-    fn prepare(&self, inputs: &TensorViews) -> Result<Prepared, RunError> {
+    /// The given inputs copied into tract's tensors in the declared order (NHWC ones made
+    /// NCHW), after checking names, shapes and that the batched inputs share one batch.
+    pub(crate) fn prepare(&self, inputs: &TensorViews) -> Result<PreparedInputs, RunError> {
         let mut values = TVec::new();
         let mut shapes = Vec::new();
         for declared in &self.inputs {
@@ -336,7 +349,7 @@ impl OnnxPolicy {
                 });
             }
         }
-        Ok(Prepared { values, shapes, batch })
+        Ok(PreparedInputs { values, shapes, batch, policy: self.id })
     }
 
     /// The plan's results by output name, as float tensors.
@@ -394,11 +407,15 @@ fn tract_framework() -> tract_onnx::Onnx {
     framework
 }
 
-/// Checked inputs in the declared order, their shapes, and the batch they share.
-struct Prepared {
+/// A policy's inputs, checked and laid out in the runner's own tensors, so that runs read
+/// them where they are (as onnxruntime reads a caller's arrays): the values in the declared
+/// order, their shapes, the batch they share, and the policy they were prepared for.
+#[derive(Clone)]
+pub struct PreparedInputs {
     values: TVec<TValue>,
     shapes: Vec<Vec<usize>>,
     batch: usize,
+    policy: u64,
 }
 
 /// Runs tract, turning its errors and its panics (tract 0.23 still unwraps on some malformed
