@@ -173,7 +173,10 @@ impl Policy {
 
     /// Runs the model on named inputs; returns every output.
     pub fn run(&self, inputs: &NamedTensors) -> Result<NamedTensors, RunError> {
-        self.run_prepared(&self.prepare(inputs)?)
+        match &self.engine {
+            Engine::Onnx(p) => p.run(inputs),
+            Engine::Nn(p) => p.run(inputs),
+        }
     }
 
     /// Checks named inputs against the model and copies them into the runner's own tensors,

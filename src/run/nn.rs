@@ -148,7 +148,7 @@ impl NnPolicy {
 
     /// Runs the model on named inputs; returns every output (`[N, 1, 1, C]` ones as `[N, C]`).
     pub fn run(&self, inputs: &NamedTensors) -> Result<NamedTensors, RunError> {
-        self.run_prepared(&self.prepare(inputs)?)
+        Ok(unfolded_outputs(self.inner.run_owned(self.prepare(inputs)?)?))
     }
 
     /// Checks named inputs and copies them into the runner's tensors: each at its rank-4
@@ -196,14 +196,18 @@ impl NnPolicy {
 
     /// Runs the model on inputs [`Self::prepare`] made (see [`OnnxPolicy::run_prepared`]).
     pub fn run_prepared(&self, inputs: &PreparedInputs) -> Result<NamedTensors, RunError> {
-        let mut out = self.inner.run_prepared(inputs)?;
-        for t in out.values_mut() {
-            if t.shape.len() == 4 && t.shape[1] == 1 && t.shape[2] == 1 {
-                t.shape = vec![t.shape[0], t.shape[3]];
-            }
-        }
-        Ok(out)
+        Ok(unfolded_outputs(self.inner.run_prepared(inputs)?))
     }
+}
+
+/// Outputs of shape `[N, 1, 1, C]` as `[N, C]`.
+fn unfolded_outputs(mut outputs: NamedTensors) -> NamedTensors {
+    for t in outputs.values_mut() {
+        if t.shape.len() == 4 && t.shape[1] == 1 && t.shape[2] == 1 {
+            t.shape = vec![t.shape[0], t.shape[3]];
+        }
+    }
+    outputs
 }
 
 /// The rank-4 shape a `.nn` input or memory of declared `shape` (padded to 4 entries) is fed

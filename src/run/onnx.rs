@@ -256,16 +256,22 @@ impl OnnxPolicy {
 
     /// [`Self::run`] on borrowed inputs.
     pub(crate) fn run_views(&self, inputs: &TensorViews) -> Result<NamedTensors, RunError> {
-        self.run_prepared(&self.prepare(inputs)?)
+        self.run_owned(self.prepare(inputs)?)
     }
 
     /// Runs the model on inputs [`Self::prepare`] checked and laid out: they are read where
     /// they are, not copied.
     pub fn run_prepared(&self, prepared: &PreparedInputs) -> Result<NamedTensors, RunError> {
+        self.run_owned(prepared.clone())
+    }
+
+    /// [`Self::run_prepared`] on inputs no one else holds, which tract's ops may then reuse
+    /// in place (a reshape of a value someone else holds copies it).
+    pub(crate) fn run_owned(&self, prepared: PreparedInputs) -> Result<NamedTensors, RunError> {
         if prepared.policy != self.id {
             return Err(RunError::ForeignInputs { path: self.path.clone() });
         }
-        let (mut values, mut shapes, batch) = (prepared.values.clone(), prepared.shapes.clone(), prepared.batch);
+        let PreparedInputs { mut values, mut shapes, batch, .. } = prepared;
         if let Some(draws) = &self.discrete_draws {
             let uniform = draws.draw(batch);
             shapes.push(uniform.shape().to_vec());
