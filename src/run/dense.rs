@@ -8,6 +8,7 @@
 //! which stream the weights with more accumulators per activation than a tile of few rows has.
 
 use super::dense_kernel::{Isa, PackedWeights};
+use super::fused_activation::FusedActivation;
 use std::sync::Arc;
 use tract_onnx::tract_core::ops::binary::TypedBinOp;
 use tract_onnx::tract_core::ops::einsum::EinSum;
@@ -25,10 +26,15 @@ pub fn speed_up_dense_layers(model: &mut TypedModel) -> TractResult<usize> {
     for id in 0..model.nodes().len() {
         let Some(layer) = DenseMatch::find(model, id)? else { continue };
         let weights = layer.pack(isa)?;
+        let (activation, replaced_output) = match FusedActivation::following(model, layer.output) {
+            Some((activation, activated)) => (Some(activation), activated),
+            None => (None, layer.output),
+        };
         let mut patch = TypedModelPatch::new("dense layer");
         let input = patch.tap_model(model, layer.input)?;
-        let output = patch.wire_node(&model.node(id).name, DenseLayer { weights: Arc::new(weights), output_shape: layer.output_shape.clone() }, &[input])?[0];
-        patch.shunt_outside(model, layer.output, output)?;
+        let op = DenseLayer { weights: Arc::new(weights), output_shape: layer.output_shape.clone(), activation };
+        let output = patch.wire_node(&model.node(id).name, op, &[input])?[0];
+        patch.shunt_outside(model, replaced_output, output)?;
         patch.apply(model)?;
         replaced += 1;
     }
@@ -144,6 +150,10 @@ impl DenseMatch {
     }
 }
 
+/// The fewest outputs a fused activation runs on at once (16 KiB, half a first-level cache):
+/// the exact activations set up tract's kernels at each call.
+const ACTIVATION_SPAN: usize = 4096;
+
 /// `input · weight + bias` for a `[rows, ...]` float32 input of k values per row, on
 /// [`PackedWeights::multiply`].
 #[derive(Clone, Debug)]
@@ -151,12 +161,14 @@ pub struct DenseLayer {
     weights: Arc<PackedWeights>,
     /// `[m, n]`, or with axes of length 1 between them (m is the input's at each run).
     output_shape: TVec<usize>,
+    /// The activation of the node that read the layer's output, applied block by block.
+    activation: Option<FusedActivation>,
 }
 
 /// Two layers are the same op when they share their packed weights.
 impl PartialEq for DenseLayer {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.weights, &other.weights) && self.output_shape == other.output_shape
+        Arc::ptr_eq(&self.weights, &other.weights) && self.output_shape == other.output_shape && self.activation == other.activation
     }
 }
 
@@ -182,7 +194,21 @@ impl EvalOp for DenseLayer {
         let mut shape = self.output_shape.clone();
         shape[0] = rows;
         let mut output = unsafe { Tensor::uninitialized::<f32>(&shape)? };
-        self.weights.multiply(input.try_as_plain_ram()?.as_slice::<f32>()?, rows, output.try_as_plain_ram_mut()?.as_slice_mut::<f32>()?);
+        let input = input.try_as_plain_ram()?;
+        let input = input.as_slice::<f32>()?;
+        let mut plain = output.try_as_plain_ram_mut()?;
+        let outputs = plain.as_slice_mut::<f32>()?;
+        let n = self.weights.n();
+        // Block by block, the activation on spans of blocks still in the cache.
+        let mut unactivated = 0;
+        for (first, count) in self.weights.row_blocks(rows) {
+            let end = (first + count) * n;
+            self.weights.multiply(&input[first * k..(first + count) * k], count, &mut outputs[first * n..end]);
+            if let Some(activation) = self.activation.filter(|_| end - unactivated >= ACTIVATION_SPAN || first + count == rows) {
+                activation.apply(&mut outputs[unactivated..end])?;
+                unactivated = end;
+            }
+        }
         Ok(tvec!(output.into_tvalue()))
     }
 }

@@ -19,6 +19,7 @@
 //! own before reshaping it.
 
 use super::dense_kernel::{Isa, PackedWeights};
+use super::fused_activation::FusedActivation;
 use std::sync::Arc;
 use tract_onnx::tract_core::ops::cnn::conv::{Conv, KernelFormat};
 use tract_onnx::tract_core::ops::cnn::PaddingSpec;
@@ -32,12 +33,16 @@ pub fn speed_up_convolutions(model: &mut TypedModel) -> TractResult<usize> {
     let Some(isa) = Isa::for_plans() else { return Ok(0) };
     let mut replaced = 0;
     for id in 0..model.nodes().len() {
-        let Some(op) = DenseConv::find(model, id, isa)? else { continue };
+        let Some(mut op) = DenseConv::find(model, id, isa)? else { continue };
+        let mut replaced_output = OutletId::new(id, 0);
+        if let Some((activation, activated)) = FusedActivation::following(model, replaced_output) {
+            (op.activation, replaced_output) = (Some(activation), activated);
+        }
         let node = model.node(id);
         let mut patch = TypedModelPatch::new("dense convolution");
         let input = patch.tap_model(model, unreshaped(model, node.inputs[0]))?;
         let output = patch.wire_node(&node.name, op, &[input])?[0];
-        patch.shunt_outside(model, OutletId::new(id, 0), output)?;
+        patch.shunt_outside(model, replaced_output, output)?;
         patch.apply(model)?;
         replaced += 1;
     }
@@ -101,12 +106,15 @@ pub struct DenseConv {
     images: usize,
     weights: Vec<Arc<PackedWeights>>,
     tap_offsets: Arc<Vec<usize>>,
+    /// The activation of the node that read the convolution's output, applied to each
+    /// group of each image once it is written.
+    activation: Option<FusedActivation>,
 }
 
 /// Two convolutions are the same op when they share their packed weights.
 impl PartialEq for DenseConv {
     fn eq(&self, other: &Self) -> bool {
-        self.geometry == other.geometry && self.images == other.images && self.weights.len() == other.weights.len() && self.weights.iter().zip(&other.weights).all(|(a, b)| Arc::ptr_eq(a, b))
+        self.geometry == other.geometry && self.images == other.images && self.activation == other.activation && self.weights.len() == other.weights.len() && self.weights.iter().zip(&other.weights).all(|(a, b)| Arc::ptr_eq(a, b))
     }
 }
 
@@ -151,7 +159,7 @@ impl DenseConv {
             kernel: [spec.kernel_shape[0], spec.kernel_shape[1]],
             stride: [strides[0], strides[1]],
         };
-        let fits = geometry.channels % geometry.groups == 0 && geometry.output_channels % geometry.groups == 0 && geometry.kernel[0] <= geometry.height && geometry.kernel[1] <= geometry.width && geometry.stride.iter().all(|s| *s > 0);
+        let fits = geometry.channels.is_multiple_of(geometry.groups) && geometry.output_channels.is_multiple_of(geometry.groups) && geometry.kernel[0] <= geometry.height && geometry.kernel[1] <= geometry.width && geometry.stride.iter().all(|s| *s > 0);
         let taps = geometry.channels / geometry.groups.max(1) * geometry.kernel[0] * geometry.kernel[1];
         if !fits || kernel.len() != geometry.output_channels * taps || !(bias.len() == geometry.output_channels || bias.len() == 1) {
             return Ok(None);
@@ -163,7 +171,7 @@ impl DenseConv {
         let weights = Self::pack(&geometry, kernel, bias, isa)?;
         let tap_offsets = Arc::new(geometry.tap_offsets());
         let images = if batched { shape[0] } else { 1 };
-        Ok(Some(DenseConv { geometry, images, weights, tap_offsets }))
+        Ok(Some(DenseConv { geometry, images, weights, tap_offsets, activation: None }))
     }
 
     /// The kernel `[output channels, taps]` (OIHW flattened) packed per group, with each
@@ -186,8 +194,9 @@ impl DenseConv {
     }
 
     /// Convolves `images` images of the input into the output, group by group, tile by tile:
-    /// each tile is a run of points of one output row, written channel by channel.
-    fn convolve(&self, input: &[f32], images: usize, output: &mut [f32]) {
+    /// each tile is a run of points of one output row, written channel by channel; then the
+    /// fused activation, if any, on the group's outputs.
+    fn convolve(&self, input: &[f32], images: usize, output: &mut [f32]) -> TractResult<()> {
         let g = &self.geometry;
         let [output_height, output_width] = g.output_size();
         let points = output_height * output_width;
@@ -214,8 +223,12 @@ impl DenseConv {
                         unsafe { weights.multiply_gathered(input[start..].as_ptr(), g.stride[1], &self.tap_offsets, rows, output[at..].as_mut_ptr(), points) };
                     }
                 }
+                if let Some(activation) = &self.activation {
+                    activation.apply(&mut output[group_output..group_output + points * group_outputs])?;
+                }
             }
         }
+        Ok(())
     }
 }
 
@@ -238,7 +251,7 @@ impl EvalOp for DenseConv {
         ensure!(input.datum_type() == f32::datum_type() && input.len() == self.images * image_len, "DenseConv of {} images of {image_len} values over {:?}", self.images, input);
         // SAFETY: `convolve` writes every output value (every channel of every point).
         let mut output = unsafe { Tensor::uninitialized::<f32>(&self.output_shape())? };
-        self.convolve(input.try_as_plain_ram()?.as_slice::<f32>()?, self.images, output.try_as_plain_ram_mut()?.as_slice_mut::<f32>()?);
+        self.convolve(input.try_as_plain_ram()?.as_slice::<f32>()?, self.images, output.try_as_plain_ram_mut()?.as_slice_mut::<f32>()?)?;
         Ok(tvec!(output.into_tvalue()))
     }
 }

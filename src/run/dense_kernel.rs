@@ -138,6 +138,11 @@ impl PackedWeights {
         self.k
     }
 
+    /// Outputs per row (the columns of the weights).
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
     /// `output[r][j] = Σ_k input[r][k] · w[k][j] + bias[j]` for `rows` rows; `input` holds
     /// `rows · k` values row by row, `output` `rows · n`.
     pub fn multiply(&self, input: &[f32], rows: usize, output: &mut [f32]) {

@@ -12,6 +12,7 @@ mod check;
 mod conv_batch;
 mod exact;
 mod exact_ops;
+mod fused_activation;
 mod dense;
 mod dense_conv;
 mod dense_kernel;

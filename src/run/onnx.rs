@@ -405,7 +405,7 @@ impl OnnxPolicy {
 
 /// tract-onnx with the ops the rewrites write ([`super::exact_ops`], [`super::layout_ops`],
 /// [`super::lstm_step`]).
-fn tract_framework() -> tract_onnx::Onnx {
+pub(super) fn tract_framework() -> tract_onnx::Onnx {
     let mut framework = tract_onnx::onnx();
     super::exact_ops::register(&mut framework.op_register);
     super::layout_ops::register(&mut framework.op_register);
