@@ -17,6 +17,7 @@ mod dense;
 mod dense_conv;
 mod dense_kernel;
 mod im2col;
+mod input_arithmetic;
 mod interface;
 mod layout_ops;
 mod lstm_step;

@@ -238,6 +238,7 @@ impl OnnxPolicy {
                 }
             }
             let mut plan = model.into_typed()?.into_decluttered()?;
+            super::input_arithmetic::speed_up_input_arithmetic(&mut plan)?;
             super::dense::speed_up_dense_layers(&mut plan)?;
             super::dense_conv::speed_up_convolutions(&mut plan)?;
             let mut plan = plan.into_optimized()?;
