@@ -161,7 +161,8 @@ pub struct DenseLayer {
     weights: Arc<PackedWeights>,
     /// `[m, n]`, or with axes of length 1 between them (m is the input's at each run).
     output_shape: TVec<usize>,
-    /// The activation of the node that read the layer's output, applied block by block.
+    /// The activation of the node that read the layer's output, applied to spans of row
+    /// blocks just written ([`ACTIVATION_SPAN`]).
     activation: Option<FusedActivation>,
 }
 

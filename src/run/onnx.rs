@@ -260,8 +260,8 @@ impl OnnxPolicy {
         self.run_owned(self.prepare(inputs)?)
     }
 
-    /// Runs the model on inputs [`Self::prepare`] checked and laid out: they are read where
-    /// they are, not copied.
+    /// Runs the model on inputs [`super::Policy::prepare`] checked and laid out: they are read
+    /// where they are, not copied.
     pub fn run_prepared(&self, prepared: &PreparedInputs) -> Result<NamedTensors, RunError> {
         self.run_owned(prepared.clone())
     }
