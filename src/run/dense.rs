@@ -229,6 +229,7 @@ impl TypedOp for DenseLayer {
 mod tests {
     use super::*;
     use crate::run::dense_kernel::test_values as values;
+    use crate::run::rewrite_testing::run_rewritten;
     use crate::onnx::{attr_int, attr_ints, value_info, GraphBuilder, FLOAT};
 
 
@@ -310,16 +311,12 @@ mod tests {
         g.finish("layer", 13, vec![value_info("x", FLOAT, &dims)], vec![value_info("y", FLOAT, &[])], "test")
     }
 
-    /// The layer's output for `rows` rows on tract's plan, with or without the dense-layer
+    /// The layer's output on a `shape` input of test values, with or without the dense-layer
     /// rewrite, and how many layers the rewrite replaced.
     fn run(model: &tract_onnx::pb::ModelProto, shape: &[usize], rewrite: bool) -> TractResult<(Vec<f32>, usize)> {
-        let mut inference = tract_onnx::onnx().model_for_proto_model(model)?;
-        inference.set_input_fact(0, f32::fact(shape).into())?;
-        let mut typed = inference.into_typed()?.into_decluttered()?;
-        let replaced = if rewrite { speed_up_dense_layers(&mut typed)? } else { 0 };
-        let plan = typed.into_optimized()?.into_runnable()?;
-        let outputs = plan.run(tvec![Tensor::from_shape(shape, &values(shape.iter().product(), 1))?.into_tvalue()])?;
-        Ok((outputs[0].try_as_plain_ram()?.as_slice::<f32>()?.to_vec(), replaced))
+        let input = Tensor::from_shape(shape, &values(shape.iter().product(), 1))?;
+        let (mut outputs, replaced) = run_rewritten(model, &input, |m| if rewrite { speed_up_dense_layers(m) } else { Ok(0) })?;
+        Ok((outputs.swap_remove(0), replaced))
     }
 
     /// Gemm and MatMul layers, with and without a bias, give tract's own outputs (to float32

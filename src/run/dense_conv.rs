@@ -281,6 +281,7 @@ impl TypedOp for DenseConv {
 mod tests {
     use super::*;
     use crate::run::dense_kernel::test_values as values;
+    use crate::run::rewrite_testing::run_rewritten;
     use crate::onnx::{attr_ints, attr_int, value_info, GraphBuilder, FLOAT};
 
 
@@ -297,15 +298,12 @@ mod tests {
         g.finish("conv", 13, vec![value_info("x", FLOAT, &[images as i64, channels as i64, 13, 11])], vec![value_info("y", FLOAT, &[])], "test")
     }
 
-    /// The convolution's output on tract's plan, with or without [`speed_up_convolutions`],
-    /// and how many convolutions it replaced.
+    /// The convolution's output on a `shape` input of test values, with or without
+    /// [`speed_up_convolutions`], and how many convolutions it replaced.
     fn run(model: &tract_onnx::pb::ModelProto, shape: [usize; 4], rewrite: bool) -> TractResult<(Vec<f32>, usize)> {
-        let mut typed = tract_onnx::onnx().model_for_proto_model(model)?.into_typed()?.into_decluttered()?;
-        let replaced = if rewrite { speed_up_convolutions(&mut typed)? } else { 0 };
-        let plan = typed.into_optimized()?.into_runnable()?;
-        let count = shape.iter().product();
-        let outputs = plan.run(tvec![Tensor::from_shape(&shape, &values(count, 1))?.into_tvalue()])?;
-        Ok((outputs[0].try_as_plain_ram()?.as_slice::<f32>()?.to_vec(), replaced))
+        let input = Tensor::from_shape(&shape, &values(shape.iter().product(), 1))?;
+        let (mut outputs, replaced) = run_rewritten(model, &input, |m| if rewrite { speed_up_convolutions(m) } else { Ok(0) })?;
+        Ok((outputs.swap_remove(0), replaced))
     }
 
     /// Convolutions of one image and of a batch, plain and grouped (different weights per

@@ -64,7 +64,8 @@ impl FusedActivation {
 #[cfg(test)]
 mod tests {
     use super::super::dense_kernel::test_values as values;
-    use super::super::{dense, dense_conv, exact_ops, onnx};
+    use super::super::rewrite_testing::run_rewritten;
+    use super::super::{dense, dense_conv, exact_ops};
     use super::*;
     use crate::onnx::{attr_float, attr_ints, value_info, GraphBuilder, FLOAT};
 
@@ -94,19 +95,17 @@ mod tests {
         g.finish("activated", 13, vec![value_info("x", FLOAT, &[batch as i64, 2, 4, 3])], outputs, "test")
     }
 
-    /// The model's outputs on the runner's framework, with or without the dense rewrites, and
-    /// how many element-wise nodes the plan kept.
+    /// The model's outputs, with or without the dense rewrites, and how many element-wise
+    /// nodes the rewritten model kept.
     fn run(model: &tract_onnx::pb::ModelProto, batch: usize, rewrite: bool) -> TractResult<(Vec<Vec<f32>>, usize)> {
-        let mut typed = onnx::tract_framework().model_for_proto_model(model)?.into_typed()?.into_decluttered()?;
-        if rewrite {
-            dense::speed_up_dense_layers(&mut typed)?;
-            dense_conv::speed_up_convolutions(&mut typed)?;
-        }
-        let plan = typed.into_optimized()?;
-        let element_wise = plan.nodes().iter().filter(|n| n.op_is::<ElementWiseOp>()).count();
-        let outputs = plan.into_runnable()?.run(tvec![Tensor::from_shape(&[batch, 2, 4, 3], &values(batch * 24, 1))?.into_tvalue()])?;
-        let outputs = outputs.iter().map(|o| Ok(o.try_as_plain_ram()?.as_slice::<f32>()?.to_vec())).collect::<TractResult<_>>()?;
-        Ok((outputs, element_wise))
+        let input = Tensor::from_shape(&[batch, 2, 4, 3], &values(batch * 24, 1))?;
+        run_rewritten(model, &input, |typed| {
+            if rewrite {
+                dense::speed_up_dense_layers(typed)?;
+                dense_conv::speed_up_convolutions(typed)?;
+            }
+            Ok(typed.nodes().iter().filter(|n| n.op_is::<ElementWiseOp>()).count())
+        })
     }
 
     /// A dense layer or convolution takes in the activation that reads it (tract's

@@ -219,6 +219,7 @@ mod tests {
     use super::*;
     use crate::onnx::{value_info, GraphBuilder, FLOAT};
     use crate::run::dense_kernel::test_values as values;
+    use crate::run::rewrite_testing::run_rewritten;
 
     /// An ML-Agents normalizer on `[rows, 7]` (`Sub` and `Div` by rows of constants, `Clip` to
     /// ±1.5) then `Sub` from a row of constants (the constant first), `extra` after the input
@@ -251,19 +252,13 @@ mod tests {
         g.finish("normalizer", 13, vec![value_info("x", FLOAT, &[-1, 7])], outputs, "test")
     }
 
-    /// The model's outputs at `rows` rows on tract's plan, with or without the rewrite, and
-    /// how many chains it replaced.
+    /// The model's outputs at `rows` rows, with or without the rewrite, and how many chains it
+    /// replaced.
     fn run(model: &tract_onnx::pb::ModelProto, rows: usize, rewrite: bool) -> TractResult<(Vec<Vec<f32>>, usize)> {
-        let mut inference = tract_onnx::onnx().model_for_proto_model(model)?;
-        inference.set_input_fact(0, f32::fact([rows, 7]).into())?;
-        let mut typed = inference.into_typed()?.into_decluttered()?;
-        let replaced = if rewrite { speed_up_input_arithmetic(&mut typed)? } else { 0 };
         // Values around the clip's bounds and beyond, and a NaN.
         let mut x: Vec<f32> = (0..rows * 7).map(|k| (k % 23) as f32 / 4.0 - 2.75).collect();
         x[3] = f32::NAN;
-        let outputs = typed.into_optimized()?.into_runnable()?.run(tvec![Tensor::from_shape(&[rows, 7], &x)?.into_tvalue()])?;
-        let outputs = outputs.iter().map(|o| Ok(o.try_as_plain_ram()?.as_slice::<f32>()?.to_vec())).collect::<TractResult<_>>()?;
-        Ok((outputs, replaced))
+        run_rewritten(model, &Tensor::from_shape(&[rows, 7], &x)?, |m| if rewrite { speed_up_input_arithmetic(m) } else { Ok(0) })
     }
 
     /// A normalizer chain becomes one op with tract's values bit for bit (the clip's bounds,

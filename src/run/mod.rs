@@ -18,6 +18,8 @@ mod dense_conv;
 mod dense_kernel;
 mod im2col;
 mod input_arithmetic;
+#[cfg(test)]
+mod rewrite_testing;
 mod interface;
 mod layout_ops;
 mod lstm_step;
