@@ -26,10 +26,7 @@ pub fn speed_up_dense_layers(model: &mut TypedModel) -> TractResult<usize> {
     for id in 0..model.nodes().len() {
         let Some(layer) = DenseMatch::find(model, id)? else { continue };
         let weights = layer.pack(isa)?;
-        let (activation, replaced_output) = match FusedActivation::following(model, layer.output) {
-            Some((activation, activated)) => (Some(activation), activated),
-            None => (None, layer.output),
-        };
+        let (activation, replaced_output) = FusedActivation::take_in(model, layer.output);
         let mut patch = TypedModelPatch::new("dense layer");
         let input = patch.tap_model(model, layer.input)?;
         let op = DenseLayer { weights: Arc::new(weights), output_shape: layer.output_shape.clone(), activation };

@@ -34,10 +34,8 @@ pub fn speed_up_convolutions(model: &mut TypedModel) -> TractResult<usize> {
     let mut replaced = 0;
     for id in 0..model.nodes().len() {
         let Some(mut op) = DenseConv::find(model, id, isa)? else { continue };
-        let mut replaced_output = OutletId::new(id, 0);
-        if let Some((activation, activated)) = FusedActivation::following(model, replaced_output) {
-            (op.activation, replaced_output) = (Some(activation), activated);
-        }
+        let (activation, replaced_output) = FusedActivation::take_in(model, OutletId::new(id, 0));
+        op.activation = activation;
         let node = model.node(id);
         let mut patch = TypedModelPatch::new("dense convolution");
         let input = patch.tap_model(model, unreshaped(model, node.inputs[0]))?;

@@ -39,9 +39,19 @@ impl FusedActivation {
         op.0.downcast_ref::<Activation>().map(|exact| FusedActivation::Exact(*exact))
     }
 
+    /// What an op that replaces the one writing `outlet` takes in: the activation that is
+    /// `outlet`'s only reader (when `outlet` is not an output of the model), and the outlet
+    /// the replacement stands for (the activation's, or `outlet` itself).
+    pub fn take_in(model: &TypedModel, outlet: OutletId) -> (Option<FusedActivation>, OutletId) {
+        match Self::following(model, outlet) {
+            Some((activation, activated)) => (Some(activation), activated),
+            None => (None, outlet),
+        }
+    }
+
     /// The activation reading `outlet`, when it is the outlet's only reader and the outlet
     /// is not an output of the model: the activation and the outlet it writes.
-    pub fn following(model: &TypedModel, outlet: OutletId) -> Option<(FusedActivation, OutletId)> {
+    fn following(model: &TypedModel, outlet: OutletId) -> Option<(FusedActivation, OutletId)> {
         let readers = &model.nodes().get(outlet.node)?.outputs.get(outlet.slot)?.successors;
         let is_output = model.output_outlets().ok()?.contains(&outlet);
         let [reader] = readers.as_slice() else { return None };

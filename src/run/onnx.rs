@@ -252,12 +252,7 @@ impl OnnxPolicy {
     /// Runs the model. Every declared input must be given; its shape must agree with the
     /// declared dims. Returns every output, converted to float.
     pub fn run(&self, inputs: &NamedTensors) -> Result<NamedTensors, RunError> {
-        self.run_views(&views(inputs))
-    }
-
-    /// [`Self::run`] on borrowed inputs.
-    pub(crate) fn run_views(&self, inputs: &TensorViews) -> Result<NamedTensors, RunError> {
-        self.run_owned(self.prepare(inputs)?)
+        self.run_owned(self.prepare(&views(inputs))?)
     }
 
     /// Runs the model on inputs [`super::Policy::prepare`] checked and laid out: they are read
