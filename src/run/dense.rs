@@ -197,16 +197,15 @@ impl EvalOp for DenseLayer {
         let mut plain = output.try_as_plain_ram_mut()?;
         let outputs = plain.as_slice_mut::<f32>()?;
         let n = self.weights.n();
-        // Block by block, the activation on spans of blocks still in the cache.
+        // The activation on spans of finished rows still in the cache.
         let mut unactivated = 0;
-        for (first, count) in self.weights.row_blocks(rows) {
-            let end = (first + count) * n;
-            self.weights.multiply(&input[first * k..(first + count) * k], count, &mut outputs[first * n..end]);
-            if let Some(activation) = self.activation.filter(|_| end - unactivated >= ACTIVATION_SPAN || first + count == rows) {
-                activation.apply(&mut outputs[unactivated..end])?;
-                unactivated = end;
+        self.weights.multiply(input, rows, outputs, |outputs, finished| {
+            if let Some(activation) = self.activation.filter(|_| finished.end - unactivated >= ACTIVATION_SPAN || finished.end == rows * n) {
+                activation.apply(&mut outputs[unactivated..finished.end])?;
+                unactivated = finished.end;
             }
-        }
+            Ok(())
+        })?;
         Ok(tvec!(output.into_tvalue()))
     }
 }
