@@ -8,6 +8,7 @@
 //! checks ([`check`]), parity and [`session`] (what `mlagents-run`'s subcommands do) read the
 //! interface and never match on the format.
 
+pub mod allocator;
 mod check;
 mod conv_batch;
 mod exact;
