@@ -20,17 +20,26 @@ pairs=("$MODELS/onnx/3DBall.onnx $MODELS/nn/3DBall.nn")
 for name in mlp-small mlp-wide visual recurrent; do pairs+=("$GENERATED/$name.onnx $GENERATED/$name.nn"); done
 results="$GENERATED/results.jsonl"
 # The machines are shared and noisy: each case runs in ROUNDS rounds (engines interleaved) and
-# the table takes each case's lowest median.
+# the table takes each case's lowest median. Each round runs the networks in a new random
+# order, and the engines and the two files in either order: a neighbour's load that comes back
+# at a steady period would otherwise fall on the same cases in every round (it once did, on
+# every round's batch 64 of one file).
+ours() { cargo bench -q --bench policy_latency -- "$@" | tee -a "$results"; }
+onnxruntime() { "$VENV/bin/python" benches/policy_latency_onnxruntime.py "$1" | tee -a "$results"; }
 for round in $(seq "${ROUNDS:-3}"); do
-  for pair in "${pairs[@]}"; do
+  mapfile -t order < <(printf '%s\n' "${pairs[@]}" | shuf)
+  for pair in "${order[@]}"; do
     read -r onnx nn <<<"$pair"
-    cargo bench -q --bench policy_latency -- "$onnx" "$nn" | tee -a "$results"
-    "$VENV/bin/python" benches/policy_latency_onnxruntime.py "$onnx" | tee -a "$results"
+    if (( RANDOM % 2 )); then files=("$onnx" "$nn"); else files=("$nn" "$onnx"); fi
+    if (( RANDOM % 2 )); then ours "${files[@]}"; onnxruntime "$onnx"; else onnxruntime "$onnx"; ours "${files[@]}"; fi
   done
 done
-"$VENV/bin/python" - "$results" <<'PY'
-import json, sys
+"$VENV/bin/python" - "$results" "${pairs[@]}" <<'PY'
+import json, os, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
+# The table's order: the networks as listed (argv: "ONNX NN" pairs), then by batch.
+order = [os.path.basename(pair.split()[0]) for pair in sys.argv[2:]]
+rows.sort(key=lambda r: (order.index(r["model"]) if r["model"] in order else len(order), r["batch"]))
 median, seen = {}, []
 for r in rows:
     key = (r["engine"].split()[0], r["model"], r["batch"])

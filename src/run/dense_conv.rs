@@ -200,7 +200,6 @@ impl DenseConv {
         let points = output_height * output_width;
         let (group_channels, group_outputs) = (g.channels / g.groups, g.output_channels / g.groups);
         let max_offset = self.tap_offsets.last().copied().unwrap_or(0);
-        assert!(points * group_outputs < i32::MAX as usize, "a convolution output of {points} points");
         for image in 0..images {
             for group in 0..g.groups {
                 let weights = &self.weights[group % self.weights.len()];
@@ -216,8 +215,7 @@ impl DenseConv {
                         // SAFETY: every read, `start + r · stride + offset`, is at most `last_read`
                         // (offsets ascend), inside the input (checked above); every write,
                         // `at + channel · points + r`, is inside the group's output channels
-                        // (checked above: `r < rows <= output_width - first`); `points ·
-                        // group_outputs` fits an i32.
+                        // (checked above: `r < rows <= output_width - first`).
                         unsafe { weights.multiply_gathered(input[start..].as_ptr(), g.stride[1], &self.tap_offsets, rows, output[at..].as_mut_ptr(), points) };
                     }
                 }

@@ -226,7 +226,7 @@ impl PackedWeights {
     ///
     /// # Safety
     /// `offsets` has `k` values, every `a + r · lda + offsets[d]` is a readable float and
-    /// every `output + j · ldc + r` a writable one; `ldc · n` fits an `i32`.
+    /// every `output + j · ldc + r` a writable one.
     pub unsafe fn multiply_gathered(&self, a: *const f32, lda: usize, offsets: &[usize], rows: usize, output: *mut f32, ldc: usize) {
         assert!(offsets.len() == self.k && rows <= self.max_rows(), "gathered product of {rows} rows over {} offsets", offsets.len());
         self.multiply_block(Rows { a, lda, offsets: Some(offsets.as_ptr()), count: rows }, output, Some(ldc), 0..self.panels.len());
