@@ -180,14 +180,14 @@ impl DenseMatch {
         let weight = weight.as_slice::<f32>()?;
         ensure!(weight.len() == self.n * self.k, "dense layer: {} weights for {} x {}", weight.len(), self.n, self.k);
         // (With a summand, the bias comes after it: [`Sum`].)
-        let bias = self.bias.as_ref().filter(|_| self.summand.is_none()).map(|b| b.try_as_plain_ram().and_then(|b| b.as_slice::<f32>().map(|s| s.to_vec()))).transpose()?;
+        let bias = self.bias.as_deref().filter(|_| self.summand.is_none()).map(float_values).transpose()?;
         // Each flattened input position's offset in the weight.
         let mut k_offsets = vec![0usize];
         for &(stride, length) in &self.k_axes {
             k_offsets = k_offsets.iter().flat_map(|offset| (0..length).map(move |i| offset + i * stride)).collect();
         }
         let at = |j: usize, p: usize| weight[j * self.n_stride + k_offsets[p]];
-        Ok(PackedWeights::new(isa, self.k, self.n, at, bias.as_deref()))
+        Ok(PackedWeights::new(isa, self.k, self.n, at, bias.as_deref().map(|b| b.as_slice())))
     }
 }
 
@@ -254,23 +254,18 @@ impl EvalOp for DenseLayer {
     op_out_of_plan!();
 
     fn eval(&self, _: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
-        let (input, summand) = match (inputs.len(), &self.sum) {
-            (1, None) => (&inputs[0], None),
-            (2, Some(sum)) => (&inputs[0], Some((sum, &inputs[1]))),
-            _ => bail!("DenseLayer given {} inputs", inputs.len()),
-        };
+        ensure!(inputs.len() == 1 + usize::from(self.sum.is_some()), "DenseLayer given {} inputs", inputs.len());
+        let input = &inputs[0];
         let k = self.weights.k();
         let n = self.weights.n();
         let rows = input.shape().first().copied().unwrap_or(0);
         ensure!(input.rank() >= 2 && input.len() == rows * k && input.datum_type() == f32::datum_type(), "DenseLayer of k = {k} over {:?}", input);
-        let summand = match summand {
-            Some((sum, summand)) => {
-                ensure!(summand.len() == rows * n && summand.datum_type() == f32::datum_type(), "DenseLayer of n = {n} summing {:?}", summand);
-                Some((sum, summand.try_as_plain_ram()?))
-            }
-            None => None,
-        };
-        let summand = summand.as_ref().map(|(sum, values)| Ok::<_, TractError>((*sum, values.as_slice::<f32>()?))).transpose()?;
+        // The second input, with a sum: the summand, of the output's shape.
+        if let Some(summand) = inputs.get(1) {
+            ensure!(summand.len() == rows * n && summand.datum_type() == f32::datum_type(), "DenseLayer of n = {n} summing {:?}", summand);
+        }
+        let summand = inputs.get(1).map(|summand| summand.try_as_plain_ram()).transpose()?;
+        let summand = summand.as_ref().map(|summand| summand.as_slice::<f32>()).transpose()?;
         // SAFETY: every value of the output is written by `multiply` below.
         let mut shape = self.output_shape.clone();
         shape[0] = rows;
@@ -282,7 +277,7 @@ impl EvalOp for DenseLayer {
         // The sum, then the activation on spans, of finished rows still in the cache.
         let mut unactivated = 0;
         self.weights.multiply(input, rows, outputs, |outputs, finished| {
-            if let Some((sum, summand)) = summand {
+            if let (Some(sum), Some(summand)) = (&self.sum, summand) {
                 sum.add(&mut outputs[finished.clone()], &summand[finished.clone()], n);
             }
             if let Some(activation) = self.activation.filter(|_| finished.end - unactivated >= ACTIVATION_SPAN || finished.end == rows * n) {
