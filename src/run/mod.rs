@@ -28,6 +28,7 @@ mod nn;
 mod onnx;
 mod parity;
 mod play;
+mod row_argmax;
 pub mod session;
 mod short_softmax;
 pub mod versus;

@@ -244,6 +244,7 @@ impl OnnxPolicy {
             let mut plan = plan.into_optimized()?;
             super::im2col::speed_up_lazy_im2col(&mut plan)?;
             super::short_softmax::speed_up_short_softmax(&mut plan)?;
+            super::row_argmax::speed_up_row_argmax(&mut plan)?;
             PlanState::new(&plan.into_runnable()?)
         })
         .map_err(|detail| RunError::Plan { path: self.path.clone(), batch, detail })
