@@ -12,8 +12,9 @@
 //! apart (a convolution's patches, read in place through one offset per kernel tap; the usual
 //! strides 1, 2 and 4 compiled in) and writes them output by output (a convolution's channels;
 //! on AVX-512 the tile is transposed in registers and each channel's run of points stored at
-//! once). Weights too large for the second-level cache are run a group of panels at a time
-//! over chunks of rows ([`PANEL_GROUP_BYTES`]).
+//! once). The tiles ask for their weights ahead of use ([`PREFETCH_AHEAD_FLOATS`]); weights too
+//! large for the second-level cache are run a group of panels at a time over chunks of rows
+//! ([`PANEL_GROUP_BYTES`]).
 //!
 //! Every output is `Σ_k a[k]·w[k]` summed in k order with fused multiply-adds, then the bias
 //! added, as tract and onnxruntime compute it.
@@ -403,7 +404,7 @@ macro_rules! tile_kernel {
             let offsets = offsets.unwrap_or(std::ptr::null());
             let mut acc = [[$zero(); V]; R];
             for depth in 0..k {
-                // The weights a few thousand multiply-adds on, one request per cache line
+                // The weights `PREFETCH_AHEAD_FLOATS` on, one request per cache line
                 // (`wrapping_add`: past the panels' end the request is for nothing).
                 for line in 0..(V * $lanes).div_ceil(FLOATS_PER_LINE) {
                     let ahead = w.wrapping_add(depth * V * $lanes + line * FLOATS_PER_LINE + PREFETCH_AHEAD_FLOATS);
