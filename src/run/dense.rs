@@ -34,13 +34,11 @@ pub fn speed_up_dense_layers(model: &mut TypedModel) -> TractResult<usize> {
         let (activation, replaced_output) = FusedActivation::take_in(model, layer.output);
         let mut patch = TypedModelPatch::new("dense layer");
         let mut inputs = vec![patch.tap_model(model, layer.input)?];
+        let mut sum = None;
         if let Some(summand) = layer.summand {
             inputs.push(patch.tap_model(model, summand)?);
+            sum = Some(Sum { bias: layer.bias.as_deref().map(float_values).transpose()? });
         }
-        let sum = match layer.summand {
-            Some(_) => Some(Sum { bias: layer.bias.as_deref().map(float_values).transpose()? }),
-            None => None,
-        };
         let op = DenseLayer { weights: Arc::new(weights), output_shape: layer.output_shape.clone(), activation, sum };
         let output = patch.wire_node(&model.node(id).name, op, &inputs)?[0];
         patch.shunt_outside(model, replaced_output, output)?;
@@ -134,41 +132,38 @@ impl DenseMatch {
         Ok(Some(DenseMatch { input: node.inputs[a], weight, n_stride: weight_strides[n_axis] as usize, k_axes, n, k, output_shape, bias: bias.map(|(_, b)| b), summand, output }))
     }
 
+    /// The `Add` node that is the only reader of node `id`'s output, and the other tensor it
+    /// adds; none if the output is also a model output.
+    fn added_to(model: &TypedModel, id: usize) -> Option<(usize, OutletId)> {
+        let [next] = &model.node(id).outputs[0].successors[..] else { return None };
+        let add = model.node(next.node);
+        let is_add = add.op_as::<TypedBinOp>().is_some_and(|op| op.0.name() == "Add") && add.inputs.len() == 2;
+        (is_add && !model.outputs.contains(&OutletId::new(id, 0))).then(|| (add.id, add.inputs[1 - next.slot]))
+    }
+
     /// What the product at node `id` is added to, with the node that adds it: its only
     /// successor is a float32 `Add` with another non-constant tensor of the same shape (which
     /// cannot depend on the product: the `Add` is the product's only reader).
     fn summand(model: &TypedModel, id: usize) -> TractResult<Option<(usize, OutletId)>> {
-        let product = OutletId::new(id, 0);
-        let [next] = &model.node(id).outputs[0].successors[..] else { return Ok(None) };
-        let add = model.node(next.node);
-        if !add.op_as::<TypedBinOp>().is_some_and(|op| op.0.name() == "Add") || model.outputs.contains(&product) || add.inputs.len() != 2 {
-            return Ok(None);
-        }
-        let other = add.inputs[1 - next.slot];
-        let facts = [model.outlet_fact(product)?, model.outlet_fact(other)?, model.outlet_fact(OutletId::new(add.id, 0))?];
+        let Some((add, other)) = Self::added_to(model, id) else { return Ok(None) };
+        let facts = [model.outlet_fact(OutletId::new(id, 0))?, model.outlet_fact(other)?, model.outlet_fact(OutletId::new(add, 0))?];
         let shapes = facts.map(|f| f.shape.as_concrete().map(|s| s.to_vec()));
         let same = shapes[0].is_some() && shapes.iter().all(|s| *s == shapes[0]) && facts.iter().all(|f| f.datum_type == f32::datum_type());
         if !same || facts[1].konst.is_some() {
             return Ok(None);
         }
-        Ok(Some((add.id, other)))
+        Ok(Some((add, other)))
     }
 
     /// The bias of the layer at node `id`, with the node that adds it: its only successor is a
     /// float32 `Add` of a constant of `n` values along the last axis.
     fn bias(model: &TypedModel, id: usize, n: usize) -> TractResult<Option<(usize, Arc<Tensor>)>> {
-        let successors = &model.node(id).outputs[0].successors;
-        let [next] = &successors[..] else { return Ok(None) };
-        let add = model.node(next.node);
-        if !add.op_as::<TypedBinOp>().is_some_and(|op| op.0.name() == "Add") || model.outputs.contains(&OutletId::new(id, 0)) {
-            return Ok(None);
-        }
-        let other = add.inputs[1 - next.slot];
+        let Some((add, other)) = Self::added_to(model, id) else { return Ok(None) };
         let fact = model.outlet_fact(other)?;
         let rank = model.outlet_fact(OutletId::new(id, 0))?.rank();
         let along_last = fact.shape.as_concrete().is_some_and(|s| s.len() <= rank && s.last() == Some(&n) && s.iter().product::<usize>() == n);
         match &fact.konst {
-            Some(bias) if along_last && bias.datum_type() == f32::datum_type() => Ok(Some((add.id, bias.clone()))),
+            Some(bias) if along_last && bias.datum_type() == f32::datum_type() => Ok(Some((add, bias.clone()))),
             _ => Ok(None),
         }
     }
