@@ -279,3 +279,58 @@ fn nn_inputs_are_refused_in_the_shape_the_user_wrote() {
         assert!(e.contains(&format!("shape {shape:?} does not fit the declared [batch, 8]")), "{shape:?}: {e}");
     }
 }
+
+/// U1 (report of 2 December): intermediate shapes annotated with the symbolic batch (as
+/// onnx.shape_inference, onnxsim and newer exporters write them) made every batch a
+/// contradiction ("Impossible to unify Sym(batch) with Val(1)"), and `check` an M12 error.
+#[test]
+fn symbolic_intermediate_shapes_are_hints_not_constraints() {
+    use mlagents::onnx::{value_info, GraphBuilder, FLOAT};
+    let mut b = GraphBuilder::default();
+    let w = b.constant("W", &[2, 3], vec![0.5, -1.0, 0.25, 2.0, 1.5, -0.5]);
+    b.node_into("MatMul", vec!["obs_0".into(), w], vec![], "hidden");
+    b.node_into("Relu", vec!["hidden".into()], vec![], "continuous_actions");
+    b.named_constant("version_number", &[1], vec![3.0]);
+    b.named_constant("memory_size", &[1], vec![0.0]);
+    b.named_constant("continuous_action_output_shape", &[1], vec![3.0]);
+    let outputs = ["continuous_actions", "version_number", "memory_size", "continuous_action_output_shape"].iter().map(|o| value_info(o, FLOAT, &[])).collect();
+    let mut model = b.finish("annotated", 9, vec![value_info("obs_0", FLOAT, &[-1, 2])], outputs, "tests");
+    model.graph.as_mut().unwrap().value_info.push(value_info("hidden", FLOAT, &[-1, 3]));
+    let policy = load(&model).unwrap();
+    for batch in [1, 3] {
+        let inputs = NamedTensors::from([("obs_0".to_string(), TensorData { shape: vec![batch, 2], data: vec![1.0; batch * 2] })]);
+        assert_eq!(policy.run(&inputs).unwrap()["continuous_actions"].data[..3], [2.5, 0.5, 0.0]);
+    }
+    let report = mlagents::compat::check_bytes(&model.encode_to_vec(), "annotated.onnx", &mlagents::compat::resolve_targets(&["ml-agents@3.0.0".into()]).unwrap()).unwrap();
+    assert!(!report.targets[0].findings.iter().any(|f| f.id == "M12"), "{}", report.text());
+}
+
+/// C5 (report of 2 December): `inspect` lists the operators the file holds, not those of the
+/// graph the runner rewrote for tract.
+#[test]
+fn inspect_lists_the_files_operators() {
+    let (status, out) = run_tool(&["inspect", models_dir().join("onnx/3DBall.onnx").to_str().unwrap(), "--json"]);
+    assert_eq!(status, Some(0), "{out}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let operators = &report["operators"];
+    assert!(operators["Sigmoid"].as_u64() == Some(2) && operators["RandomNormalLike"].as_u64() == Some(1), "{operators}");
+    assert!(!operators.as_object().unwrap().keys().any(|k| k.starts_with("MlAgents")), "{operators}");
+}
+
+/// P2 (report of 2 December): a reader that goes away (`| head`) ends the output quietly; it
+/// was a panic with a backtrace.
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    use std::process::Stdio;
+    let model = models_dir().join("onnx/deterDiscrete1obs3action_v2_0.onnx");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mlagents-run"))
+        .args(["check", model.to_str().unwrap(), "--target", "all", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "{stderr}");
+}

@@ -20,6 +20,10 @@ pub const SWISH: &str = "MlAgentsExactSwish";
 pub const SIGMOID: &str = "MlAgentsExactSigmoid";
 pub const TANH: &str = "MlAgentsExactTanh";
 pub const ELU: &str = "MlAgentsExactElu";
+/// `alpha x + beta` ([`super::recurrent`]'s Affine and ScaledTanh): one op whose output tract
+/// never folds into a constant, which a `Mul` by a zero alpha became, and which tract's scans
+/// then refused as a state.
+pub const AFFINE: &str = "MlAgentsAffine";
 
 /// Adds the exact activations to a tract-onnx op register.
 pub fn register(register: &mut OnnxOpRegister) {
@@ -27,6 +31,13 @@ pub fn register(register: &mut OnnxOpRegister) {
     register.insert(SIGMOID, |_, _| Ok((wrap(Activation::Sigmoid), vec![])));
     register.insert(TANH, |_, _| Ok((wrap(Activation::Tanh), vec![])));
     register.insert(ELU, elu);
+    register.insert(AFFINE, affine);
+}
+
+fn affine(_: &ParsingContext, node: &NodeProto) -> TractResult<(Box<dyn InferenceOp>, Vec<String>)> {
+    let alpha: f32 = node.get_attr_opt("alpha")?.unwrap_or(1.0);
+    let beta: f32 = node.get_attr_opt("beta")?.unwrap_or(0.0);
+    Ok((wrap(Activation::Affine { alpha_bits: alpha.to_bits(), beta_bits: beta.to_bits() }), vec![]))
 }
 
 fn elu(_: &ParsingContext, node: &NodeProto) -> TractResult<(Box<dyn InferenceOp>, Vec<String>)> {
@@ -45,6 +56,7 @@ pub(super) enum Activation {
     Sigmoid,
     Tanh,
     Elu { alpha_bits: u32 },
+    Affine { alpha_bits: u32, beta_bits: u32 },
 }
 
 /// Values computed per step of the float32 path (two buffers of this size on the stack; a
@@ -69,6 +81,7 @@ impl ElementWiseMiniOp for Activation {
             Activation::Sigmoid => SIGMOID,
             Activation::Tanh => TANH,
             Activation::Elu { .. } => ELU,
+            Activation::Affine { .. } => AFFINE,
         }
         .into()
     }
@@ -157,6 +170,10 @@ impl Activation {
                     }
                 }
             }
+            Activation::Affine { alpha_bits, beta_bits } => {
+                let (alpha, beta) = (f32::from_bits(alpha_bits), f32::from_bits(beta_bits));
+                xs.iter_mut().for_each(|x| *x = alpha * *x + beta);
+            }
         }
         Ok(())
     }
@@ -173,6 +190,7 @@ impl Activation {
                     x
                 }
             }
+            Activation::Affine { alpha_bits, beta_bits } => f32::from_bits(alpha_bits) as f64 * x + f32::from_bits(beta_bits) as f64,
         }
     }
 }

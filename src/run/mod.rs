@@ -23,11 +23,13 @@ mod input_arithmetic;
 mod rewrite_testing;
 mod interface;
 mod layout_ops;
+mod log_softmax;
 mod lstm_step;
 mod nn;
 mod onnx;
 mod parity;
 mod play;
+mod recurrent;
 mod row_argmax;
 pub mod session;
 mod short_softmax;
@@ -59,8 +61,8 @@ pub enum RunError {
     InvalidGraph { path: String, detail: String },
     #[error("{path}: input {name} declares {elements} values per call at batch {batch}; refusing to allocate more than {limit}")]
     TooLarge { path: String, name: String, elements: String, batch: usize, limit: usize },
-    #[error("tract cannot build a plan for {path} at batch {batch}: {detail}")]
-    Plan { path: String, batch: usize, detail: String },
+    #[error("tract cannot build a plan for {path} for inputs of shapes {shapes}: {detail}")]
+    Plan { path: String, shapes: String, detail: String },
     #[error("cannot lower {path} onto tract: {detail}")]
     Lower { path: String, detail: String },
     #[error("input {name:?}: {detail}")]

@@ -80,7 +80,10 @@ pub struct OnnxPolicy {
     /// The inputs a caller gives (the internal uniform draws not among them).
     inputs: Vec<OnnxInput>,
     outputs: Vec<String>,
-    states: Mutex<HashMap<usize, PlanState>>,
+    /// Plans by batch, each with the input shapes it was built for (a model whose first input
+    /// is not batch-major, an ONNX `LSTM`'s `[sequence, batch, features]`, can share a first
+    /// dim between calls of other shapes).
+    states: Mutex<HashMap<usize, (Vec<Vec<usize>>, PlanState)>>,
     /// The inputs the caller gives NHWC and tract reads NCHW ([`super::layout_ops`]).
     nchw_inputs: Vec<String>,
     /// Sampled discrete actions: the stream that feeds the graph's last input,
@@ -88,6 +91,8 @@ pub struct OnnxPolicy {
     discrete_draws: Option<DiscreteDraws>,
     /// Tells this policy's [`PreparedInputs`] from another's.
     id: u64,
+    /// The operators of the graph as the file holds it (before the rewrites), by type.
+    file_operators: BTreeMap<String, usize>,
 }
 
 /// The uniform draws of sampled discrete actions (see the module docs).
@@ -128,8 +133,12 @@ impl OnnxPolicy {
         validate(&proto).map_err(|detail| RunError::InvalidGraph { path: label.into(), detail })?;
         let opset = proto.opset_import.iter().filter(|o| o.domain.is_empty() || o.domain == "ai.onnx").map(|o| o.version).max().unwrap_or(9);
         let graph = proto.graph.as_mut().expect("checked above");
+        let mut file_operators = BTreeMap::new();
+        for node in &graph.node {
+            *file_operators.entry(node.op_type.clone()).or_default() += 1;
+        }
         let branches = graph.node.iter().filter(|n| n.op_type == "Multinomial").count();
-        let nchw_inputs = rewrite_for_tract(graph, opset, options);
+        let nchw_inputs = rewrite_for_tract(graph, opset, options).map_err(|detail| RunError::InvalidGraph { path: label.into(), detail })?;
         let discrete_draws = (branches > 0 && !options.deterministic && !options.noise_input).then(|| {
             use rand::SeedableRng;
             let seed = options.seed.map_or_else(rand::random::<u64>, u64::from);
@@ -150,7 +159,7 @@ impl OnnxPolicy {
         let outputs = graph.output.iter().map(|o| o.name.clone()).collect();
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(Self { path: label.into(), proto, inputs, outputs, states: Mutex::new(HashMap::new()), nchw_inputs, discrete_draws, id })
+        Ok(Self { path: label.into(), proto, inputs, outputs, states: Mutex::new(HashMap::new()), nchw_inputs, discrete_draws, id, file_operators })
     }
 
     pub fn inputs(&self) -> &[OnnxInput] {
@@ -247,7 +256,7 @@ impl OnnxPolicy {
             super::row_argmax::speed_up_row_argmax(&mut plan)?;
             PlanState::new(&plan.into_runnable()?)
         })
-        .map_err(|detail| RunError::Plan { path: self.path.clone(), batch, detail })
+        .map_err(|detail| RunError::Plan { path: self.path.clone(), shapes: describe_shapes(shapes), detail })
     }
 
     /// Runs the model. Every declared input must be given; its shape must agree with the
@@ -275,11 +284,11 @@ impl OnnxPolicy {
             values.push(uniform.into_tvalue());
         }
         let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
-        if let std::collections::hash_map::Entry::Vacant(e) = states.entry(batch) {
+        if states.get(&batch).is_none_or(|(built_for, _)| *built_for != shapes) {
             let state = self.build_state(&shapes, batch)?;
-            e.insert(state);
+            states.insert(batch, (shapes, state));
         }
-        let state = states.get_mut(&batch).expect("inserted above");
+        let (_, state) = states.get_mut(&batch).expect("inserted above");
         let results = match contain_tract_panics(|| super::vector_state::run_plan(state, values)) {
             Ok(results) => results,
             Err(detail) => {
@@ -378,10 +387,6 @@ impl OnnxPolicy {
             .map(|i| DeclaredInput { name: i.name.clone(), dims: i.dims.iter().skip(1).map(|d| d.map_or(-1, |v| v as i64)).collect() })
             .collect();
         let memories = ModelInterface::onnx_memory(&inputs);
-        let mut operators = BTreeMap::new();
-        for node in self.proto.graph.iter().flat_map(|g| &g.node) {
-            *operators.entry(node.op_type.clone()).or_default() += 1;
-        }
         Ok(ModelInterface {
             format: ModelFormat::Onnx,
             file_version: FileVersion::Onnx {
@@ -394,19 +399,20 @@ impl OnnxPolicy {
             memory_size: memories.first().map_or(0, |m| m.size),
             memories,
             inputs,
-            operators,
+            operators: self.file_operators.clone(),
             non_finite_weights: describe_non_finite(self.non_finite_weights()),
         })
     }
 }
 
 /// tract-onnx with the ops the rewrites write ([`super::exact_ops`], [`super::layout_ops`],
-/// [`super::lstm_step`]).
+/// [`super::lstm_step`]) and our stable `LogSoftmax` ([`super::log_softmax`]).
 pub(super) fn tract_framework() -> tract_onnx::Onnx {
     let mut framework = tract_onnx::onnx();
     super::exact_ops::register(&mut framework.op_register);
     super::layout_ops::register(&mut framework.op_register);
     super::lstm_step::register(&mut framework.op_register);
+    super::log_softmax::register(&mut framework.op_register);
     framework
 }
 
@@ -419,6 +425,11 @@ pub struct PreparedInputs {
     shapes: Vec<Vec<usize>>,
     batch: usize,
     policy: u64,
+}
+
+/// Input shapes as a person reads them: `[1, 8], [1, 3]`.
+fn describe_shapes(shapes: &[Vec<usize>]) -> String {
+    shapes.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ")
 }
 
 /// Runs tract, turning its errors and its panics (tract 0.23 still unwraps on some malformed
@@ -512,8 +523,9 @@ fn input_dims(input: &pb::ValueInfoProto) -> Vec<Option<usize>> {
 }
 
 /// The protobuf rewrites made before tract builds the graph (see the module docs); returns
-/// the inputs fed NCHW ([`super::layout_ops::fast_input_transpositions`]).
-fn rewrite_for_tract(graph: &mut pb::GraphProto, opset: i64, options: LoadOptions) -> Vec<String> {
+/// the inputs fed NCHW ([`super::layout_ops::fast_input_transpositions`]), or why a node
+/// cannot be computed as ONNX defines it ([`super::recurrent`]).
+fn rewrite_for_tract(graph: &mut pb::GraphProto, opset: i64, options: LoadOptions) -> Result<Vec<String>, String> {
     let unshaped_float_input = |name: &str| pb::ValueInfoProto {
         name: name.into(),
         r#type: Some(pb::TypeProto {
@@ -522,6 +534,10 @@ fn rewrite_for_tract(graph: &mut pb::GraphProto, opset: i64, options: LoadOption
         }),
         ..Default::default()
     };
+    // Intermediate shapes are hints tract takes as constraints: a symbolic `batch` there (as
+    // onnx.shape_inference, onnxsim and newer exporters write) contradicts the concrete batch
+    // of a plan ("Impossible to unify Sym(batch) with Val(1)"). onnxruntime ignores them too.
+    graph.value_info.clear();
     if options.noise_input && graph.node.iter().any(|n| n.op_type == "RandomNormalLike") {
         graph.input.push(unshaped_float_input(NOISE_INPUT));
     }
@@ -531,6 +547,7 @@ fn rewrite_for_tract(graph: &mut pb::GraphProto, opset: i64, options: LoadOption
         replace_multinomials(graph, opset);
     }
     super::lstm_step::one_step_lstms(graph, opset);
+    super::recurrent::recurrent_nodes(graph, opset)?;
     super::exact::exact_activations(graph);
     let nchw_inputs = super::layout_ops::fast_input_transpositions(graph);
     if options.noise_input {
@@ -568,7 +585,7 @@ fn rewrite_for_tract(graph: &mut pb::GraphProto, opset: i64, options: LoadOption
             _ => {}
         }
     }
-    nchw_inputs
+    Ok(nchw_inputs)
 }
 
 /// Makes every `RandomNormalLike` draw [`NOISE_INPUT`] (`[batch, values per row]`) reshaped

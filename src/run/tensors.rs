@@ -126,11 +126,14 @@ mod json_floats {
                 fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                     f.write_str("a number, \"NaN\", \"Infinity\" or \"-Infinity\"")
                 }
+                /// The nearest float32 (`f32::MAX` as printed, `3.4028235e38`, and its exact
+                /// value included); only numbers that round to infinity are refused.
                 fn visit_f64<E: de::Error>(self, v: f64) -> Result<Element, E> {
-                    if v.is_finite() && v.abs() > f32::MAX as f64 {
-                        return Err(E::custom(format!("{v} is out of the range of a 32-bit float")));
+                    let rounded = v as f32;
+                    if v.is_finite() && rounded.is_infinite() {
+                        return Err(E::custom(format!("{v} is out of the range of a 32-bit float (its largest value is {:e})", f32::MAX)));
                     }
-                    Ok(Element(v as f32))
+                    Ok(Element(rounded))
                 }
                 fn visit_i64<E: de::Error>(self, v: i64) -> Result<Element, E> {
                     Ok(Element(v as f32))
@@ -186,6 +189,20 @@ mod tests {
         let e = serde_json::from_str::<TensorData>(r#"{"shape":[1],"data":["nan"]}"#).unwrap_err().to_string();
         assert!(e.contains("\"NaN\""), "{e}");
         let e = serde_json::from_str::<TensorData>(r#"{"shape":[1],"data":[1e300]}"#).unwrap_err().to_string();
+        assert!(e.contains("32-bit"), "{e}");
+    }
+
+    /// The largest float32 as printed (`3.4028235e38`, as Rust and numpy write it) and as
+    /// Python's json writes `np.float32` max both read back as `f32::MAX`, so printed outputs
+    /// can be fed back; a number past it that rounds to infinity is still refused.
+    #[test]
+    fn the_largest_float_reads_back_as_printed() {
+        let printed = serde_json::to_string(&TensorData { shape: vec![2], data: vec![f32::MAX, f32::MIN] }).unwrap();
+        for text in [printed.as_str(), r#"{"shape":[2],"data":[3.4028234663852886e+38,-3.4028235e38]}"#, r#"{"shape":[2],"data":[3.40282356e38,-3.4028235e38]}"#] {
+            let back: TensorData = serde_json::from_str(text).unwrap();
+            assert_eq!(back.data, vec![f32::MAX, f32::MIN], "{text}");
+        }
+        let e = serde_json::from_str::<TensorData>(r#"{"shape":[1],"data":[3.4028236e38]}"#).unwrap_err().to_string();
         assert!(e.contains("32-bit"), "{e}");
     }
 
