@@ -22,11 +22,13 @@
 //! - [`export`]: checkpoints to ONNX / `.nn` / parity records, without libtorch.
 //! - [`run`]: the tract runner for `.onnx` and `.nn` policies.
 //! - [`compat`]: will a model load in Unity: checks against each Unity package release.
+//! - [`console`]: standard output for the binaries (a closed pipe ends it quietly).
 
 pub mod barracuda;
 pub mod checkpoint;
 pub mod comm;
 pub mod compat;
+pub mod console;
 pub mod export;
 pub mod onnx;
 pub mod policy;

@@ -71,11 +71,16 @@ fn convert(input: PathBuf, output: PathBuf, api: u32, behavior_spec: Option<Path
     let options = ConvertOptions { onnx_api: onnx_api(api)?, behavior_spec, ..Default::default() };
     let converted = convert_nn(&input, &output, &options)?;
     let shapes: Vec<String> = converted.layout.observations.iter().map(|o| format!("{:?}", o.shape())).collect();
-    println!("{}: observations {}, actions {}, memory {}", input.display(), shapes.join(" "), converted.layout.action_spec, converted.layout.memory_size);
+    say(&format!("{}: observations {}, actions {}, memory {}", input.display(), shapes.join(" "), converted.layout.action_spec, converted.layout.memory_size))?;
     let worst = converted.report.checks.iter().map(|c| c.max_abs_error).fold(0.0f32, f32::max);
-    println!("{}: parity with the .nn on {} rows passed (max abs error {worst:e})", converted.onnx.display(), converted.report.rows);
-    println!("{}", converted.parity.display());
+    say(&format!("{}: parity with the .nn on {} rows passed (max abs error {worst:e})", converted.onnx.display(), converted.report.rows))?;
+    say(&converted.parity.display().to_string())?;
     Ok(())
+}
+
+/// One line on standard output (a closed pipe ends the output quietly).
+fn say(line: &str) -> Result<()> {
+    mlagents::console::write_stdout_line(line).map_err(|e| anyhow::anyhow!("cannot write to standard output: {e}"))
 }
 
 fn main() {
@@ -98,14 +103,14 @@ fn run() -> Result<()> {
     let run_dir = if under_results.exists() || !as_given.is_dir() { under_results } else { as_given };
     let exported = export_run(&run_dir, cli.behavior.as_deref(), cli.checkpoint, ExportOptions { onnx_api })?;
     for e in exported {
-        println!("{} (step {}): {}", e.behavior, e.step, e.onnx.display());
+        say(&format!("{} (step {}): {}", e.behavior, e.step, e.onnx.display()))?;
         match (&e.nn, &e.nn_skipped) {
-            (Some(nn), _) => println!("{} (step {}): {}", e.behavior, e.step, nn.display()),
-            (None, Some(why)) => println!("{}: no .nn: {why}", e.behavior),
+            (Some(nn), _) => say(&format!("{} (step {}): {}", e.behavior, e.step, nn.display()))?,
+            (None, Some(why)) => say(&format!("{}: no .nn: {why}", e.behavior))?,
             (None, None) => {}
         }
         if let Some(p) = &e.parity {
-            println!("{} (step {}): {}", e.behavior, e.step, p.display());
+            say(&format!("{} (step {}): {}", e.behavior, e.step, p.display()))?;
         }
     }
     Ok(())

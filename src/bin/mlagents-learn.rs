@@ -74,7 +74,10 @@ impl Console {
 
 impl LearnObserver for Console {
     fn summary(&mut self, line: &str) {
-        self.bar.suspend(|| println!("[INFO] {line}"));
+        // Training goes on when nobody reads the summaries any more (`| head`).
+        self.bar.suspend(|| {
+            let _ = mlagents::console::write_stdout_line(&format!("[INFO] {line}"));
+        });
     }
 
     fn progress(&mut self, done: u64, total: u64, gained: u64) {
@@ -141,7 +144,7 @@ fn run() -> Result<()> {
         (false, false) => StartMode::New,
     };
     // Held (locked) until the end of the process.
-    let folder = RunFolder::open(&run_dir, mode)?;
+    let folder = RunFolder::open(&run_dir, mode, initialize_from.as_deref())?;
     let options = LearnOptions {
         env,
         run_dir: Some(folder.path().to_path_buf()),
@@ -160,7 +163,7 @@ fn run() -> Result<()> {
             n => format!("mean return of the last {n} episodes {:.3}", tail.iter().sum::<f32>() / n as f32),
         };
         let exported = r.onnx.as_ref().map_or_else(|| "nothing exported".to_string(), |p| format!("exported {}", p.display()));
-        println!("{behavior}: {} steps, {returns}, {exported}", r.steps);
+        let _ = mlagents::console::write_stdout_line(&format!("{behavior}: {} steps, {returns}, {exported}", r.steps));
     }
     Ok(())
 }

@@ -187,22 +187,20 @@ impl EnvArgs {
     }
 }
 
-/// Prints a report (text, or JSON with `--json`) and gives its exit status.
-fn print(report: &impl Report, as_json: bool) -> ExitCode {
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(report).expect("reports serialise to JSON"));
-    } else {
-        print!("{}", report.text());
-    }
-    if report.passed() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+/// Prints a report (text, or JSON with `--json`) and gives its exit status (a reader that
+/// went away stops the printing, not the verdict).
+fn print(report: &impl Report, as_json: bool) -> anyhow::Result<ExitCode> {
+    let text = if as_json { serde_json::to_string_pretty(report).expect("reports serialise to JSON") + "\n" } else { report.text() };
+    mlagents::console::write_stdout(&text).map_err(|e| anyhow::anyhow!("cannot write to standard output: {e}"))?;
+    Ok(if report.passed() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// Runs one subcommand: its exit status, or the error that stopped it.
 fn run(command: Command) -> anyhow::Result<ExitCode> {
     Ok(match command {
-        Command::Inspect { model, json } => print(&session::inspect(&model)?, json),
+        Command::Inspect { model, json } => print(&session::inspect(&model)?, json)?,
         Command::Eval { model, inputs, deterministic, seed, json } => {
-            print(&session::eval(&model, &inputs, LoadOptions { deterministic, seed, ..Default::default() })?, json)
+            print(&session::eval(&model, &inputs, LoadOptions { deterministic, seed, ..Default::default() })?, json)?
         }
         Command::Check { model, env, behavior, base_port, timeout_wait, targets, behavior_spec, device, json } => {
             let targets = mlagents::compat::resolve_targets(&targets).map_err(anyhow::Error::msg)?;
@@ -218,9 +216,9 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 None => None,
             };
             match (compatibility, environment) {
-                (Some(compatibility), None) => print(&compatibility, json),
-                (None, Some(environment)) => print(&environment, json),
-                (compatibility, environment) => print(&mlagents::compat::CheckOutput { compatibility, environment }, json),
+                (Some(compatibility), None) => print(&compatibility, json)?,
+                (None, Some(environment)) => print(&environment, json)?,
+                (compatibility, environment) => print(&mlagents::compat::CheckOutput { compatibility, environment }, json)?,
             }
         }
         Command::Compare { first, second, parity, env, behavior, decisions, tolerance, json } => {
@@ -232,15 +230,15 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 }
                 (None, None) => anyhow::bail!("compare needs the decisions: --parity FILE or --env ENV"),
             };
-            print(&session::compare(&first, &second, decisions, tolerance)?, json)
+            print(&session::compare(&first, &second, decisions, tolerance)?, json)?
         }
         Command::Play { model, env, episodes, deterministic, seed, max_steps, parity, opponent, tolerance, json } => {
             let settings = PlaySettings { episodes: episodes as usize, max_steps: max_steps as usize, deterministic, seed };
             if let Some(opponent) = opponent {
-                return Ok(print(&session::head_to_head(&model, &opponent, &env.target(), settings)?, json));
+                return print(&session::head_to_head(&model, &opponent, &env.target(), settings)?, json);
             }
             let parity = parity.as_deref().map(|record| (record, tolerance));
-            print(&session::play_model(&model, &env.target(), settings, parity)?, json)
+            print(&session::play_model(&model, &env.target(), settings, parity)?, json)?
         }
     })
 }
