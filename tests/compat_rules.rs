@@ -247,3 +247,52 @@ fn a_behavior_spec_is_checked_as_unity_does() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("spec.json") && stderr.contains("not a behavior spec"), "{stderr}");
 }
+
+/// What the third adversarial round (2 December) found `check --target` passing: a graph that
+/// cannot run (C1), an output listed twice (C2), a Clip with computed bounds on Barracuda (C3),
+/// a rank-3 Softmax without an axis, and a Softmax axis Barracuda 1.0 ignores (C4).
+#[test]
+fn defects_a_target_refuses_or_runs_wrongly_are_errors() {
+    // C1: a Reshape the tensor cannot take, at every batch: an error for every target, the
+    // Sentis 1.2 one included (it does not probe at load, the first decision throws).
+    let unrunnable = model(9, &[-1, 2], |b, o| {
+        let shape = b.constant_i64("shape", &[2], vec![-1, 3]);
+        o.push(b.node("Reshape", vec!["continuous_actions".into(), shape], vec![], "reshaped"));
+    });
+    for target in ["ml-agents@3.0.0-exp.1", "ml-agents@2.0.1", "barracuda@1.0.4", "sentis@1.2.0"] {
+        let o6: Vec<String> = findings(&unrunnable, target).into_iter().filter(|(r, s, _)| r == "O6" && *s == Severity::Error).map(|(.., m)| m).collect();
+        assert!(o6.iter().any(|m| m.contains("all-zero inputs at batch 1") && m.contains("does not compute")), "{target}: {o6:?}");
+    }
+    assert!(has(&unrunnable, "ml-agents@4.0.0", "M12", Severity::Error) && !has(&unrunnable, "ml-agents@4.0.0", "O6", Severity::Error));
+    // C2: an output listed twice.
+    let twice = model(9, &[-1, 2], |_, o| o.push("version_number".into()));
+    for target in ["ml-agents@3.0.0-exp.1", "ml-agents@3.0.0", "ml-agents@4.0.0"] {
+        assert!(has(&twice, target, "O6", Severity::Error), "{target}: {:?}", findings(&twice, target));
+    }
+    assert!(has(&twice, "ml-agents@2.0.1", "O6", Severity::Warning));
+    // C3: Clip's bounds made by nodes (opset 11: the bounds are inputs).
+    let clipped = model(11, &[-1, 2], |b, o| {
+        let half = b.constant("half", &[], vec![0.5]);
+        let low = b.node("Neg", vec![half.clone()], vec![], "low");
+        o.push(b.node("Clip", vec!["obs_0".into(), low, half], vec![], "clipped"));
+    });
+    for target in ["ml-agents@2.0.1", "ml-agents@2.3.0-exp.3", "barracuda@2.1.0-exp.1"] {
+        let p11: Vec<String> = findings(&clipped, target).into_iter().filter(|(r, s, _)| r == "P11" && *s == Severity::Error).map(|(.., m)| m).collect();
+        assert!(p11.iter().any(|m| m.contains("Clip") && m.contains("min")), "{target}: {p11:?}");
+    }
+    assert!(!has(&clipped, "ml-agents@4.0.0", "P11", Severity::Error));
+    // C4: a Softmax over [N, 1, 3] without an axis: all ones where axis 1 is read.
+    let rank3 = model(9, &[-1, 2], |b, o| {
+        let shape = b.constant_i64("shape", &[3], vec![-1, 1, 1]);
+        let logits = b.node("Reshape", vec!["continuous_actions".into(), shape], vec![], "logits");
+        o.push(b.node("Softmax", vec![logits], vec![], "probabilities"));
+    });
+    for target in ["ml-agents@2.0.1", "ml-agents@3.0.0-exp.1"] {
+        assert!(has(&rank3, target, "P3", Severity::Error), "{target}: {:?}", findings(&rank3, target));
+    }
+    assert!(has(&rank3, "ml-agents@4.0.0", "P3", Severity::Warning));
+    let rank2 = |axis: i64| model(9, &[-1, 2], |b, o| o.push(b.node("Softmax", vec!["obs_0".into()], vec![attr_int("axis", axis)], "probabilities")));
+    assert!(has(&rank2(0), "barracuda@1.0.4", "P3", Severity::Error));
+    assert!(!has(&rank2(1), "barracuda@1.0.4", "P3", Severity::Error));
+    assert!(!has(&rank2(-1), "barracuda@1.0.4", "P3", Severity::Error));
+}

@@ -4,6 +4,7 @@
 //! Unity: a wrong action, no error (§4 row 13).
 
 use super::facts::{Attribute, ModelFacts, Operation};
+use super::shapes::InferredShapes;
 use super::targets::{EngineBucket, Target};
 use super::{Finding, Severity};
 use crate::run::ModelFormat;
@@ -14,7 +15,7 @@ fn finding(id: &'static str, severity: Severity, op: &Operation, what: String, u
 
 /// P2-P5 and P8 for a Barracuda target (Sentis and Inference Engine implement these
 /// operators as ONNX defines them; Softmax without an axis is P3's concern for Sentis 1.2-1.4).
-pub fn barracuda_attributes(facts: &ModelFacts, target: &Target, out: &mut Vec<Finding>) {
+pub fn barracuda_attributes(facts: &ModelFacts, shapes: &InferredShapes, target: &Target, out: &mut Vec<Finding>) {
     let bucket = target.engine.bucket;
     if facts.format != ModelFormat::Onnx {
         return;
@@ -22,7 +23,7 @@ pub fn barracuda_attributes(facts: &ModelFacts, target: &Target, out: &mut Vec<F
     for op in &facts.operations {
         match op.op_type.as_str() {
             "Gemm" if bucket.is_barracuda() => gemm(facts, op, bucket, out),
-            "Softmax" | "LogSoftmax" if bucket.is_barracuda() || bucket == EngineBucket::S1 => softmax(op, bucket, out),
+            "Softmax" | "LogSoftmax" => softmax(op, input_rank(op, shapes), facts.default_opset(), bucket, out),
             reduce if reduce.starts_with("Reduce") && bucket.is_barracuda() && op.inputs.len() < 2 && !op.attributes.contains_key("axes") => out.push(finding(
                 "P4",
                 Severity::Error,
@@ -78,14 +79,45 @@ fn gemm(facts: &ModelFacts, op: &Operation, bucket: EngineBucket, out: &mut Vec<
     }
 }
 
-/// P3: Softmax and LogSoftmax axes, which Barracuda and Sentis 1.2-1.4 read differently.
-fn softmax(op: &Operation, bucket: EngineBucket, out: &mut Vec<Finding>) {
+/// The rank shape inference found for an op's first input.
+fn input_rank(op: &Operation, shapes: &InferredShapes) -> Option<usize> {
+    op.inputs.first().and_then(|input| shapes.ranks.get(input)).copied()
+}
+
+/// P3: Softmax and LogSoftmax axes, which Barracuda and Sentis 1.2-1.4 read differently from
+/// ONNX (an omitted axis: axis 1 always; Barracuda 1.0 ignores any axis but 1), and Sentis
+/// 1.5+ and Inference Engine from ONNX before opset 13 (an omitted axis: the last one, where
+/// ONNX flattens from axis 1).
+fn softmax(op: &Operation, rank: Option<usize>, opset: Option<i64>, bucket: EngineBucket, out: &mut Vec<Finding>) {
+    let axis_one_reader = bucket.is_barracuda() || bucket == EngineBucket::S1;
     match op.int("axis") {
-        None => out.push(finding(
+        // Over axis 1 of a rank-3 input the probabilities are over a length-1 axis: all ones.
+        None if axis_one_reader && rank.is_some_and(|r| r > 2) => out.push(finding(
+            "P3",
+            Severity::Error,
+            op,
+            format!("no axis on a rank-{} input: ONNX normalizes over every axis from 1 on, this release over axis 1 alone (a wrong result, no error): set axis to the last axis explicitly", rank.unwrap_or_default()),
+            None,
+        )),
+        None if axis_one_reader => out.push(finding(
             "P3",
             Severity::Warning,
             op,
             "no axis: Barracuda always uses axis 1, Sentis 1.5+ the last axis (and opset 13+ means the last axis): set axis to the last axis explicitly".into(),
+            None,
+        )),
+        None if rank.is_some_and(|r| r > 2) && opset.is_some_and(|v| v < 13) => out.push(finding(
+            "P3",
+            Severity::Warning,
+            op,
+            format!("no axis on a rank-{} input at opset {}: ONNX normalizes over every axis from 1 on, this release over the last axis alone (the same only when the axes between are 1): set axis explicitly", rank.unwrap_or_default(), opset.unwrap_or_default()),
+            None,
+        )),
+        Some(axis) if op.op_type == "Softmax" && bucket <= EngineBucket::B1 && axis != 1 && !(axis == -1 && rank == Some(2)) => out.push(finding(
+            "P3",
+            Severity::Error,
+            op,
+            format!("axis {axis}; Barracuda 1.0 ignores any Softmax axis but 1 and uses 1 (a wrong result, no error): compute it over axis 1"),
             None,
         )),
         Some(axis) if op.op_type == "LogSoftmax" && bucket.is_barracuda() && bucket <= EngineBucket::B4 && axis != 1 && axis != -1 => out.push(finding(

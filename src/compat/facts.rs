@@ -160,6 +160,11 @@ impl ModelFacts {
         self.metadata.get(name)?.values.as_ref()?.first().copied()
     }
 
+    /// ONNX: the opset of the default domain.
+    pub fn default_opset(&self) -> Option<i64> {
+        self.opset_imports.iter().filter(|(d, _)| d.is_empty() || d == "ai.onnx").map(|(_, v)| *v).max()
+    }
+
     pub fn has_output(&self, name: &str) -> bool {
         self.outputs.iter().any(|(o, _)| o == name)
     }

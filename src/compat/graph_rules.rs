@@ -21,7 +21,7 @@ pub fn structure(facts: &ModelFacts, target: &Target, out: &mut Vec<Finding>) {
         return;
     }
     let barracuda = target.engine.bucket.is_barracuda();
-    let opset = facts.opset_imports.iter().filter(|(d, _)| d.is_empty() || d == "ai.onnx").map(|(_, v)| *v).max();
+    let opset = facts.default_opset();
     if let (true, Some(v)) = (barracuda, opset) {
         if v > 11 {
             out.push(Finding::new("O2", Severity::Warning, format!("opset {v}: Unity's Barracuda documentation asks for opset 9 (at most 11); later opsets move attributes into inputs that Barracuda reads differently: export with opset 9"), None));
@@ -43,6 +43,23 @@ pub fn structure(facts: &ModelFacts, target: &Target, out: &mut Vec<Finding>) {
         stored_tensors(facts, out);
     }
     soundness(facts, out);
+    duplicate_outputs(facts, barracuda, out);
+}
+
+/// O6: a graph output listed twice, which Sentis's `ModelValidator` refuses at import.
+fn duplicate_outputs(facts: &ModelFacts, barracuda: bool, out: &mut Vec<Finding>) {
+    let mut listed: BTreeMap<&str, usize> = BTreeMap::new();
+    for (name, _) in &facts.outputs {
+        *listed.entry(name.as_str()).or_default() += 1;
+    }
+    for (name, count) in listed.into_iter().filter(|(_, count)| *count > 1) {
+        let (severity, consequence, unity) = if barracuda {
+            (Severity::Warning, "Barracuda's handling of it is not documented", None)
+        } else {
+            (Severity::Error, "Sentis and Inference Engine refuse the model at import", Some("Output is specified more than once in the model".to_string()))
+        };
+        out.push(Finding::new("O6", severity, format!("graph output {name:?} is listed {count} times; {consequence}: list it once"), unity));
+    }
 }
 
 /// O5: how Barracuda reads constants.
@@ -134,6 +151,13 @@ pub fn operator_inputs(facts: &ModelFacts, target: &Target, out: &mut Vec<Findin
         }
         if bucket.is_barracuda() {
             ignored_attributes(op, out);
+            if op.op_type == "Clip" {
+                for (k, bound) in [(1, "min"), (2, "max")] {
+                    if dynamic(k) {
+                        out.push(op_finding("P11", Severity::Error, op, format!("its {bound} {:?} is computed; Barracuda reads Clip's bounds only as constants and silently drops a computed one (no clipping, no error): give a constant {bound}", op.inputs[k]), None));
+                    }
+                }
+            }
         }
     }
 }

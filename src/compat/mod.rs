@@ -187,8 +187,10 @@ pub fn check_model_bytes(bytes: &[u8], label: &str, targets: &[Target], options:
     let container = rules::Container { format, named, leading_int64: bytes.get(..8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))) };
     let inferred = shapes::infer(bytes, &model_facts);
     let against_spec = options.behavior_spec.map(|spec| spec_findings(bytes, label, spec));
-    // The probe run is the same for every target that makes it: run once.
+    // The probe run is the same for every target that makes it, and whether the graph
+    // computes at all the same for every other: each is run once.
     let mut probe_findings: Option<Vec<Finding>> = None;
+    let mut run_failure: Option<Option<probe::RunFailure>> = None;
     let mut reports = vec![];
     for target in targets {
         let mut findings = vec![];
@@ -196,7 +198,7 @@ pub fn check_model_bytes(bytes: &[u8], label: &str, targets: &[Target], options:
         rules::nn_layers(&model_facts, target, &mut findings);
         rules::operators(&model_facts, target, &mut findings);
         rules::opsets(&model_facts, target, &mut findings);
-        attributes::barracuda_attributes(&model_facts, target, &mut findings);
+        attributes::barracuda_attributes(&model_facts, &inferred, target, &mut findings);
         graph_rules::structure(&model_facts, target, &mut findings);
         graph_rules::operator_inputs(&model_facts, target, &mut findings);
         shapes::shape_rules(&model_facts, &inferred, target, &mut findings);
@@ -210,6 +212,14 @@ pub fn check_model_bytes(bytes: &[u8], label: &str, targets: &[Target], options:
             findings.extend(against_spec.iter().flatten().cloned());
             if *bucket >= targets::MlAgentsBucket::M7 && format == ModelFormat::Onnx {
                 findings.extend(probe_findings.get_or_insert_with(|| probe::probe(bytes, label, &model_facts)).iter().cloned());
+            }
+        }
+        let probed = target.ml_agents.as_ref().is_some_and(|(_, bucket)| *bucket >= targets::MlAgentsBucket::M7);
+        if format == ModelFormat::Onnx && !probed {
+            match run_failure.get_or_insert_with(|| probe::run_failure(bytes, label)) {
+                Some(failure) if failure.at_batch_1() => findings.push(Finding::new("O6", Severity::Error, format!("{}; the graph does not compute", failure.message(false)), None)),
+                Some(failure) => findings.push(Finding::new("O6", Severity::Warning, format!("{}; it computes for one agent only", failure.message(false)), None)),
+                None => {}
             }
         }
         let verdict = match findings.iter().map(|f| f.severity).max() {

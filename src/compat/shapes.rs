@@ -29,7 +29,14 @@ pub fn infer(bytes: &[u8], facts: &ModelFacts) -> InferredShapes {
 }
 
 fn infer_with_tract(bytes: &[u8], facts: &ModelFacts) -> TractResult<InferredShapes> {
-    let mut model = tract_onnx::onnx().model_for_read(&mut std::io::Cursor::new(bytes))?;
+    use prost::Message;
+    let mut proto = tract_onnx::pb::ModelProto::decode(bytes)?;
+    // Intermediate shapes with a symbolic batch contradict the batch set below (as in the
+    // runner, which drops them too).
+    if let Some(graph) = proto.graph.as_mut() {
+        graph.value_info.clear();
+    }
+    let mut model = tract_onnx::onnx().model_for_proto_model(&proto)?;
     for (i, outlet) in model.input_outlets()?.to_vec().iter().enumerate() {
         let name = model.node(outlet.node).name.clone();
         let (Some(dims), Some((_, element_type))) = (facts.input_dims.get(&name), facts.inputs.iter().find(|(n, _)| *n == name)) else { continue };
