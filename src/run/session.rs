@@ -181,7 +181,13 @@ pub fn play_model(model: &Path, target: &EnvTarget, settings: PlaySettings, pari
     let mut driver = PolicyDriver::new(policy, &name, &spec, settings.deterministic, settings.seed)?;
     driver.compute_only_actions()?;
     let mut report = super::play(&mut environment, &mut driver, settings.episodes, settings.max_steps)?;
-    environment.close()?;
+    match report.stopped {
+        // The environment already ended the session.
+        Some(_) => {
+            let _ = environment.close();
+        }
+        None => environment.close()?,
+    }
     report.decisions_per_second = report.decisions_per_second.round();
     Ok(PlaySummary { model: model.display().to_string(), env: target.env.clone(), deterministic: settings.deterministic, behaviors: vec![report], parity })
 }
@@ -203,32 +209,32 @@ pub struct MatchReport {
 
 /// Plays `model` for every behavior of team 0 and `opponent` for every other team; each model
 /// must fit the behaviors it drives (Unity's checks), or it is an error naming the behavior.
+///
+/// Teams may appear after the first message (agents spawned later bring their team later);
+/// the match waits for a second team (`versus::TEAM_WAIT_STEPS`).
 pub fn head_to_head(model: &Path, opponent: &Path, target: &EnvTarget, settings: PlaySettings) -> Result<MatchReport> {
     let mut environment = target.start(settings.seed)?;
-    let names = environment.behavior_names();
-    let teams: std::collections::BTreeSet<i32> = names.iter().map(|n| BehaviorName::parse(n).team_id).collect();
-    if teams.len() < 2 {
-        let _ = environment.close();
-        anyhow::bail!("{} has a single team (behaviors {names:?}); --opponent needs a game of two teams or more", target.env);
-    }
-    let mut drivers = std::collections::BTreeMap::new();
-    for name in &names {
+    let mut new_driver = |name: &str, spec: &crate::spec::BehaviorSpec| -> std::result::Result<PolicyDriver, super::PlayError> {
         let team = BehaviorName::parse(name).team_id;
         let path = if team == 0 { model } else { opponent };
         let options = LoadOptions { deterministic: settings.deterministic, seed: Some(settings.seed as u32 + team as u32), ..Default::default() };
         let policy = Policy::load(path, options)?;
-        let spec = environment.behavior_specs()[name].clone();
-        let violations = check(policy.interface()?, &spec);
+        let violations = check(policy.interface()?, spec);
         if !violations.is_empty() {
-            let _ = environment.close();
-            anyhow::bail!("{} cannot play behavior {name} (team {team}) of {}:\n  {}", path.display(), target.env, violations.join("\n  "));
+            return Err(super::PlayError::Unfit { model: path.display().to_string(), behavior: name.into(), team, violations });
         }
-        let mut driver = PolicyDriver::new(policy, name, &spec, settings.deterministic, settings.seed + team as u64)?;
+        let mut driver = PolicyDriver::new(policy, name, spec, settings.deterministic, settings.seed + team as u64)?;
         driver.compute_only_actions()?;
-        drivers.insert(name.clone(), driver);
-    }
-    let models = teams.iter().map(|t| (*t, if *t == 0 { model } else { opponent }.display().to_string())).collect();
-    let results = super::versus::play_match(&mut environment, &mut drivers, &models, settings.episodes, settings.max_steps)?;
+        Ok(driver)
+    };
+    let models = [(0, model.display().to_string()), (1, opponent.display().to_string())].into();
+    let results = match super::versus::play_match(&mut environment, &mut new_driver, &models, settings.episodes, settings.max_steps) {
+        Ok(results) => results,
+        Err(e) => {
+            let _ = environment.close();
+            return Err(e.into());
+        }
+    };
     environment.close()?;
     let first = results.values().next().cloned().unwrap_or_default();
     Ok(MatchReport {
@@ -421,6 +427,9 @@ impl Report for PlaySummary {
                 "  µs per decision: environment {:.2}, inputs {:.2}, inference {:.2}, decoding {:.2}\n",
                 t.environment, t.inputs, t.inference, t.decoding
             );
+            if let Some(reason) = &b.stopped {
+                out += &format!("  stopped after {} episodes: {reason}\n", b.episodes);
+            }
         }
         if self.parity.as_ref().is_some_and(|p| !p.passed) {
             out += "the model's outputs differ from the parity record\n";

@@ -5,7 +5,7 @@
 
 use super::{play::PlayError, PolicyDriver};
 use crate::env::UnityEnvironment;
-use crate::spec::BehaviorName;
+use crate::spec::{BehaviorName, BehaviorSpec};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -46,25 +46,47 @@ pub fn rating_difference(wins: usize, draws: usize, losses: usize) -> Option<f64
     Some(400.0 * (score / (1.0 - score)).log10())
 }
 
+/// Environment steps a match waits for a second team to appear.
+pub const TEAM_WAIT_STEPS: usize = 1000;
+
+/// Makes the driver of a behavior when it first appears (name and spec).
+pub type DriverFactory<'a> = dyn FnMut(&str, &BehaviorSpec) -> Result<PolicyDriver, PlayError> + 'a;
+
 /// Plays every behavior with its driver until team 0's agents have finished `episodes`
-/// episodes (or `max_steps` environment steps); returns each team's results.
-pub fn play_match(env: &mut UnityEnvironment, drivers: &mut BTreeMap<String, PolicyDriver>, models: &BTreeMap<i32, String>, episodes: usize, max_steps: usize) -> Result<BTreeMap<i32, TeamResult>, PlayError> {
+/// episodes (or `max_steps` environment steps); returns each team's results. A behavior gets
+/// its driver from `new_driver` when it first appears; games count from the step a second
+/// team is there, which the match waits for [`TEAM_WAIT_STEPS`] steps at most.
+pub fn play_match(env: &mut UnityEnvironment, new_driver: &mut DriverFactory<'_>, models: &BTreeMap<i32, String>, episodes: usize, max_steps: usize) -> Result<BTreeMap<i32, TeamResult>, PlayError> {
     if env.needs_reset() {
         env.reset()?;
     }
+    let mut drivers: BTreeMap<String, PolicyDriver> = BTreeMap::new();
     let mut teams: BTreeMap<i32, TeamResult> = BTreeMap::new();
-    for name in drivers.keys() {
-        let team = BehaviorName::parse(name).team_id;
-        let result = teams.entry(team).or_insert_with(|| TeamResult { model: models.get(&team).or(models.get(&1)).cloned().unwrap_or_default(), ..Default::default() });
-        result.behaviors.push(name.clone());
-    }
     let mut running: HashMap<(String, i32), f64> = HashMap::new();
-    for _ in 0..max_steps {
+    for step in 0..max_steps {
+        for name in env.behavior_names() {
+            if drivers.contains_key(&name) {
+                continue;
+            }
+            let spec = env.behavior_specs()[&name].clone();
+            drivers.insert(name.clone(), new_driver(&name, &spec)?);
+            let team = BehaviorName::parse(&name).team_id;
+            let result = teams.entry(team).or_insert_with(|| TeamResult { model: models.get(&team).or(models.get(&1)).cloned().unwrap_or_default(), ..Default::default() });
+            result.behaviors.push(name);
+        }
+        let counting = teams.len() >= 2;
+        if !counting && step >= TEAM_WAIT_STEPS.min(max_steps.saturating_sub(1)) {
+            let team = teams.keys().next().copied().unwrap_or(0);
+            return Err(PlayError::LoneTeam { team, steps: step, behaviors: drivers.keys().cloned().collect() });
+        }
         for (name, driver) in drivers.iter_mut() {
             let team = teams.get_mut(&BehaviorName::parse(name).team_id).expect("every driver's team is listed");
             let (decisions, terminals) = env.get_steps(name)?;
             for i in 0..terminals.len() {
                 let total = running.remove(&(name.clone(), terminals.agent_id[i])).unwrap_or(0.0) + terminals.reward[i] as f64;
+                if !counting {
+                    continue;
+                }
                 team.returns.push(total);
                 let last = terminals.reward[i] + terminals.group_reward[i];
                 match (terminals.interrupted[i], last.partial_cmp(&0.0)) {

@@ -29,6 +29,13 @@ pub enum PlayError {
     Mismatch { behavior: String, detail: String },
     #[error("no episode of {behavior} ended within {steps} environment steps ({decisions} decisions); raise --max-steps, or check that the policy can end an episode")]
     NoEpisode { behavior: String, steps: usize, decisions: usize },
+    /// A match whose environment showed one team only (agents spawned later bring their
+    /// team later, so a match waits a while for the others).
+    #[error("only team {team} has appeared after {steps} environment steps (behaviors {behaviors:?}); --opponent needs a game of two teams or more")]
+    LoneTeam { team: i32, steps: usize, behaviors: Vec<String> },
+    /// A model cannot drive a behavior as Unity's checks would say.
+    #[error("{model} cannot play behavior {behavior} (team {team}):\n  {}", violations.join("\n  "))]
+    Unfit { model: String, behavior: String, team: i32, violations: Vec<String> },
 }
 
 /// Feeds a policy from decision steps and turns its outputs into actions.
@@ -197,10 +204,21 @@ pub struct PlayReport {
     /// Microseconds per decision in each part of a step.
     pub microseconds_per_decision: DecisionTimes,
     pub returns: Vec<f32>,
+    /// Why play stopped before `episodes` episodes ended, when the environment ended the
+    /// session (the Editor leaving play mode) after some had.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+}
+
+/// Whether an error is the environment ending the session on its own (a close with a status,
+/// as the Editor sends when play mode stops), rather than a failure: its text.
+pub(super) fn ended_by_environment(error: &EnvError) -> Option<String> {
+    matches!(error, EnvError::Comm(crate::comm::CommError::Closed { .. }) | EnvError::Closed).then(|| error.to_string())
 }
 
 /// Plays `driver` on its behavior until `episodes` episodes have ended (other behaviors get
-/// zero actions), or `max_steps` environment steps.
+/// zero actions), or `max_steps` environment steps. When the environment ends the session
+/// after some episodes ended, they are reported with the reason ([`PlayReport::stopped`]).
 pub fn play(env: &mut UnityEnvironment, driver: &mut PolicyDriver, episodes: usize, max_steps: usize) -> Result<PlayReport, PlayError> {
     if env.needs_reset() {
         env.reset()?;
@@ -213,6 +231,7 @@ pub fn play(env: &mut UnityEnvironment, driver: &mut PolicyDriver, episodes: usi
     let mut environment_time = 0.0;
     let policy_before = driver.times;
     let mut environment_start = Instant::now();
+    let mut stopped = None;
     for _ in 0..max_steps {
         let (d, t) = env.get_steps(&behavior)?;
         for (i, id) in t.agent_id.iter().enumerate() {
@@ -230,7 +249,16 @@ pub fn play(env: &mut UnityEnvironment, driver: &mut PolicyDriver, episodes: usi
         decisions += d.len();
         environment_start = Instant::now();
         env.set_actions(&behavior, actions)?;
-        env.step()?;
+        match env.step() {
+            Ok(()) => {}
+            Err(e) => match ended_by_environment(&e).filter(|_| !returns.is_empty()) {
+                Some(reason) => {
+                    stopped = Some(reason);
+                    break;
+                }
+                None => return Err(e.into()),
+            },
+        }
     }
     let times = DecisionTimes {
         environment: environment_time,
@@ -254,5 +282,6 @@ pub fn play(env: &mut UnityEnvironment, driver: &mut PolicyDriver, episodes: usi
         decisions_per_second: if policy_time > 0.0 { decisions as f64 / policy_time } else { 0.0 },
         microseconds_per_decision: times.per_decision_us(decisions),
         returns,
+        stopped,
     })
 }
