@@ -188,7 +188,8 @@ impl ActionTuple {
 }
 
 /// Splits one behavior's agent infos into decision and terminal steps (protocol.md §7),
-/// checking sizes and NaN against the spec.
+/// checking sizes and NaN against the spec, and that no agent asks for two decisions (or ends
+/// two episodes) in one message: their steps would interleave in one trajectory.
 pub fn steps_from_proto(
     behavior: &str,
     spec: &BehaviorSpec,
@@ -199,8 +200,15 @@ pub fn steps_from_proto(
     let mut terminal = TerminalSteps { obs: shapes.iter().map(|s| ObservationBatch::new(s)).collect(), ..Default::default() };
     let branches = &spec.action_spec.discrete_branches;
     let mut masks: Vec<Vec<bool>> = branches.iter().map(|_| vec![]).collect();
+    let mut deciding = std::collections::HashSet::new();
+    let mut ending = std::collections::HashSet::new();
     for info in infos {
         let bad = |field: String, detail: String| EnvError::InvalidData { behavior: behavior.into(), agent_id: info.id, field, detail };
+        let first_time = if info.done { ending.insert(info.id) } else { deciding.insert(info.id) };
+        if !first_time {
+            let what = if info.done { "ends two episodes" } else { "asks for two decisions" };
+            return Err(bad("agent id".into(), format!("the agent {what} in one step; agent ids must be unique among a behavior's agents of a message")));
+        }
         if !info.reward.is_finite() {
             return Err(bad("reward".into(), format!("{} is not finite", info.reward)));
         }
@@ -254,4 +262,29 @@ pub fn steps_from_proto(
     }
     decision.action_mask = (!branches.is_empty()).then_some(masks);
     Ok((decision, terminal))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{ActionSpec, ObservationSpec};
+
+    fn info(id: i32, done: bool) -> AgentInfoProto {
+        let spec = ObservationSpec::vector(2, "VectorSensor");
+        AgentInfoProto { id, done, observations: vec![crate::comm::observation::float_observation(&spec, vec![0.5, -0.5])], ..Default::default() }
+    }
+
+    /// An agent's two decisions in one message would interleave two streams in its
+    /// trajectory (bad-input report of 2 December, S7); an episode's end and the next
+    /// decision of the same agent in one message are how Unity restarts it.
+    #[test]
+    fn an_agent_decides_once_and_ends_once_per_message() {
+        let spec = BehaviorSpec { observation_specs: vec![ObservationSpec::vector(2, "VectorSensor")], action_spec: ActionSpec::continuous(1) };
+        let (decisions, terminals) = steps_from_proto("F?team=0", &spec, &[info(7, true), info(7, false), info(8, false)]).unwrap();
+        assert_eq!((decisions.agent_id, terminals.agent_id), (vec![7, 8], vec![7]));
+        for (infos, what) in [(vec![info(3, false), info(7, false), info(7, false)], "asks for two decisions"), (vec![info(7, true), info(7, true)], "ends two episodes")] {
+            let error = steps_from_proto("F?team=0", &spec, &infos).unwrap_err().to_string();
+            assert!(error.contains("agent 7") && error.contains(what) && error.contains("F?team=0"), "{error}");
+        }
+    }
 }

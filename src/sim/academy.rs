@@ -285,11 +285,17 @@ impl Academy {
     /// the agents whose decision is due.
     fn collect_decisions(&mut self) -> BTreeMap<usize, Vec<AgentInfoProto>> {
         let mut infos: BTreeMap<usize, Vec<AgentInfoProto>> = BTreeMap::new();
+        let unspawned = self.unspawned_behaviors();
         for (b, info) in self.ended.drain(..) {
-            infos.entry(b).or_default().push(info);
+            if !unspawned.contains(&b) {
+                infos.entry(b).or_default().push(info);
+            }
         }
         self.decided.clear();
         for i in 0..self.agent_defs.len() {
+            if unspawned.contains(&self.agent_defs[i].behavior) {
+                continue;
+            }
             self.agents[i].step_count += 1;
             let period = self.agent_defs[i].decision_period.max(1) as u64;
             if self.academy_step.is_multiple_of(period) && self.scene.wants_decision(i) {
@@ -301,11 +307,22 @@ impl Academy {
         infos
     }
 
+    /// The behaviors whose agents are not spawned yet (`--fault late-team@N`: every team but
+    /// team 0 until the N-th exchange).
+    fn unspawned_behaviors(&self) -> BTreeSet<usize> {
+        match self.fault {
+            Some(Fault::LateTeam(n)) if self.exchanges + 1 < n => {
+                self.behaviors.iter().enumerate().filter(|(_, b)| crate::spec::BehaviorName::parse(&b.name).team_id != 0).map(|(k, _)| k).collect()
+            }
+            _ => BTreeSet::new(),
+        }
+    }
+
     /// DecideAction: sends the infos (and any fault due now) and keeps the reply for the next
     /// step; `Some` when the trainer closed the link.
     fn exchange(&mut self, infos: BTreeMap<usize, Vec<AgentInfoProto>>) -> Result<Option<SimExit>, SimError> {
         self.exchanges += 1;
-        let fault = self.fault.filter(|f| f.at() == self.exchanges);
+        let fault = self.fault.filter(|f| f.acts_at(self.exchanges));
         if let Some(fault) = fault {
             fault.act_on_process();
         }

@@ -1,6 +1,7 @@
 //! Deliberate misbehaviours of the stand-in (`mlagents-sim --fault KIND@N`), for testing how
 //! the trainer side copes: a dead or hung environment, undecodable or oversized messages,
-//! NaN rewards, wrong observation sizes, unknown or malformed side channels.
+//! NaN rewards, wrong observation sizes, unknown or malformed side channels, duplicate agent
+//! ids, and teams whose agents are spawned late.
 
 use crate::proto::UnityRlOutputProto;
 use bytes::BufMut;
@@ -26,6 +27,16 @@ pub enum Fault {
     UnknownSideChannel(u64),
     /// Append a truncated side-channel record.
     MalformedSideChannel(u64),
+    /// Send the first agent info twice (one agent asks for two decisions).
+    DuplicateAgent(u64),
+    /// From exchange N on, the first observation value of every agent is `f32::MAX` (finite,
+    /// but past what training arithmetic holds).
+    HugeObservation(u64),
+    /// From exchange N on, every agent's reward is `f32::MAX`.
+    HugeReward(u64),
+    /// The agents of every team but team 0 are spawned at exchange N: until then they send
+    /// nothing, so their behavior (and its brain parameters) first appears then, as in Unity.
+    LateTeam(u64),
 }
 
 impl Fault {
@@ -42,6 +53,10 @@ impl Fault {
             "oversize" => Self::Oversize(at),
             "unknown-side-channel" => Self::UnknownSideChannel(at),
             "malformed-side-channel" => Self::MalformedSideChannel(at),
+            "duplicate-agent" => Self::DuplicateAgent(at),
+            "late-team" => Self::LateTeam(at),
+            "huge-observation" => Self::HugeObservation(at),
+            "huge-reward" => Self::HugeReward(at),
             _ => return Err(format!("unknown fault kind {kind:?}")),
         })
     }
@@ -56,7 +71,20 @@ impl Fault {
             | Self::WrongObservationSize(n)
             | Self::Oversize(n)
             | Self::UnknownSideChannel(n)
-            | Self::MalformedSideChannel(n) => n,
+            | Self::MalformedSideChannel(n)
+            | Self::DuplicateAgent(n)
+            | Self::HugeObservation(n)
+            | Self::HugeReward(n)
+            | Self::LateTeam(n) => n,
+        }
+    }
+
+    /// Whether the fault acts on exchange `exchange`: its own, or every one from it on for
+    /// the faults that last.
+    pub fn acts_at(self, exchange: u64) -> bool {
+        match self {
+            Self::HugeObservation(n) | Self::HugeReward(n) => exchange >= n,
+            _ => exchange == self.at(),
         }
     }
 }
@@ -108,6 +136,26 @@ pub fn apply(fault: Option<Fault>, output: &mut UnityRlOutputProto) {
         }
         Some(Fault::MalformedSideChannel(_)) => {
             output.side_channel.extend_from_slice(&[1, 2, 3, 4, 5]);
+        }
+        Some(Fault::HugeObservation(_)) => {
+            for info in output.agent_infos.values_mut().flat_map(|l| l.value.iter_mut()) {
+                if let Some(crate::proto::observation_proto::ObservationData::FloatData(f)) = info.observations.first_mut().and_then(|o| o.observation_data.as_mut()) {
+                    if let Some(first) = f.data.first_mut() {
+                        *first = f32::MAX;
+                    }
+                }
+            }
+        }
+        Some(Fault::HugeReward(_)) => {
+            for info in output.agent_infos.values_mut().flat_map(|l| l.value.iter_mut()) {
+                info.reward = f32::MAX;
+            }
+        }
+        Some(Fault::DuplicateAgent(_)) => {
+            if let Some(list) = output.agent_infos.values_mut().find(|l| l.value.iter().any(|i| !i.done)) {
+                let first = list.value.iter().find(|i| !i.done).cloned().expect("found above");
+                list.value.push(first);
+            }
         }
         _ => {}
     }
