@@ -106,3 +106,56 @@ fn models_pass_the_checks_of_their_own_scene_and_fail_others_with_every_reason()
     assert!(v.iter().any(|m| m.contains("version_number was not found")), "{v:?}");
     assert!(v.iter().any(|m| m.contains("unexpected input named \"batch_size\"")), "{v:?}");
 }
+
+/// A stand-in scene with extra player flags (faults).
+fn start_with(scene: &str, args: &[&str]) -> mlagents::env::UnityEnvironment {
+    let options = mlagents::env::EnvOptions { additional_args: args.iter().map(|a| a.to_string()).collect(), ..common::sim_options(scene) };
+    mlagents::env::UnityEnvironment::new(options).unwrap()
+}
+
+/// U7 (report of 2 December): when the environment ends the session (the Editor leaving play
+/// mode: status 400), `play` reports the episodes that ended and why it stopped; it was an
+/// error that reported nothing.
+#[test]
+fn play_reports_what_ended_before_the_editor_stopped() {
+    let mut env = start_with("Basic", &["--fault", "leave-play-mode@300"]);
+    env.reset().unwrap();
+    let behavior = env.behavior_names()[0].clone();
+    let spec = env.behavior_specs()[&behavior].clone();
+    let policy = Policy::load(&models_dir().join("nn/Basic.nn"), LoadOptions { deterministic: true, ..Default::default() }).unwrap();
+    let mut driver = PolicyDriver::new(policy, &behavior, &spec, true, 1).unwrap();
+    let report = play(&mut env, &mut driver, 10_000, 100_000).unwrap();
+    let _ = env.close();
+    assert!(report.episodes > 0 && report.episodes == report.returns.len(), "{report:?}");
+    assert!(report.stopped.as_deref().is_some_and(|s| s.contains("closed the connection") && s.contains("400")), "{report:?}");
+}
+
+/// U8 (report of 2 December): a game whose second team spawns after the first message was
+/// refused as "a single team". Teams join when they appear; a game that never shows a second
+/// team is refused after the wait, naming the team it has.
+#[test]
+fn a_match_waits_for_a_team_that_spawns_late() {
+    use mlagents::run::versus::{play_match, TEAM_WAIT_STEPS};
+    let dir = common::temp_dir("late-team-match");
+    let model = dir.join("random.onnx");
+    let description = common::policy_description(mlagents::spec::ActionSpec::discrete(&[2]), &[2], false);
+    let mut env = start_with("Ghost1D", &["--fault", "late-team@30"]);
+    env.reset().unwrap();
+    assert_eq!(env.behavior_names(), ["1D?team=0"], "team 1 is not spawned yet");
+    let spec = env.behavior_specs()["1D?team=0"].clone();
+    let description = mlagents::policy::PolicyDescription { observation_shapes: spec.observation_specs.iter().map(|o| o.shape.clone()).collect(), ..description };
+    std::fs::write(&model, mlagents::onnx::export::to_onnx_bytes(&description, &mlagents::policy::Weights::random(&description, 3)).unwrap()).unwrap();
+    let mut new_driver = |name: &str, spec: &mlagents::spec::BehaviorSpec| -> Result<PolicyDriver, mlagents::run::PlayError> {
+        PolicyDriver::new(Policy::load(&model, LoadOptions { deterministic: true, ..Default::default() })?, name, spec, true, 1)
+    };
+    let models = [(0, "a".to_string()), (1, "b".to_string())].into();
+    let results = play_match(&mut env, &mut new_driver, &models, 10, 20_000).unwrap();
+    let _ = env.close();
+    assert_eq!(results.keys().copied().collect::<Vec<_>>(), [0, 1]);
+    assert!(results[&0].episodes() >= 10 && results[&1].episodes() > 0, "{results:?}");
+    let mut lone = common::start("Simple1DDiscrete");
+    let error = play_match(&mut lone, &mut new_driver, &models, 1_000_000, 100_000).unwrap_err().to_string();
+    let _ = lone.close();
+    assert!(error.contains("only team 0 has appeared") && error.contains(&format!("after {TEAM_WAIT_STEPS} environment steps")), "{error}");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -140,7 +140,7 @@ fn main() -> ExitCode {
     };
     log::info!("scene {name}: connecting to the trainer on port {}", args.options.port);
     match academy::run(scene, args.options) {
-        Ok(SimExit::ClosedByTrainer) | Ok(SimExit::Quit) => {
+        Ok(SimExit::ClosedByTrainer) | Ok(SimExit::Quit) | Ok(SimExit::LeftPlayMode) => {
             log::info!("trainer closed the connection; quitting");
             ExitCode::SUCCESS
         }

@@ -80,7 +80,12 @@ pub enum SimExit {
     ClosedByTrainer,
     /// The trainer sent QUIT.
     Quit,
+    /// The player ended the session itself (`--fault leave-play-mode@N`).
+    LeftPlayMode,
 }
+
+/// The status the Editor sends when play mode stops.
+const STATUS_LEAVE: i32 = 400;
 
 /// Runs a scene against the trainer until it closes the link.
 pub fn run(scene: Box<dyn Scene>, options: SimOptions) -> Result<SimExit, SimError> {
@@ -326,7 +331,13 @@ impl Academy {
         if let Some(fault) = fault {
             fault.act_on_process();
         }
-        let message = self.build_output(infos, fault);
+        let mut message = self.build_output(infos, fault);
+        if let Some(Fault::LeavePlayMode(_)) = fault {
+            message.header = Some(HeaderProto { status: STATUS_LEAVE, message: "play mode stopped".into() });
+            // The trainer answers a close; the player is gone either way.
+            let _ = self.client.exchange(&message);
+            return Ok(Some(SimExit::LeftPlayMode));
+        }
         let reply = match fault.and_then(Fault::replacement_bytes) {
             Some(bytes) => {
                 let reply = self.client.exchange_raw(bytes)?;

@@ -34,6 +34,9 @@ pub enum Fault {
     HugeObservation(u64),
     /// From exchange N on, every agent's reward is `f32::MAX`.
     HugeReward(u64),
+    /// At exchange N the player ends the session as the Editor does when play mode stops: a
+    /// message with status 400, then it leaves.
+    LeavePlayMode(u64),
     /// The agents of every team but team 0 are spawned at exchange N: until then they send
     /// nothing, so their behavior (and its brain parameters) first appears then, as in Unity.
     LateTeam(u64),
@@ -55,6 +58,7 @@ impl Fault {
             "malformed-side-channel" => Self::MalformedSideChannel(at),
             "duplicate-agent" => Self::DuplicateAgent(at),
             "late-team" => Self::LateTeam(at),
+            "leave-play-mode" => Self::LeavePlayMode(at),
             "huge-observation" => Self::HugeObservation(at),
             "huge-reward" => Self::HugeReward(at),
             _ => return Err(format!("unknown fault kind {kind:?}")),
@@ -75,6 +79,7 @@ impl Fault {
             | Self::DuplicateAgent(n)
             | Self::HugeObservation(n)
             | Self::HugeReward(n)
+            | Self::LeavePlayMode(n)
             | Self::LateTeam(n) => n,
         }
     }
