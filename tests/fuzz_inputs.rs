@@ -30,6 +30,7 @@ use mlagents::sim::scenes;
 use mlagents::spec::{ActionSpec, ApiVersion};
 use mlagents::checkpoint::{AdamState, Checkpoint, CheckpointDescription, CHECKPOINT_FORMAT_VERSION};
 use mlagents::train::config::RunOptions;
+use mlagents::train::memory_cost;
 use prost::Message;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -385,7 +386,7 @@ fn mutate_yaml(text: &str, rng: &mut ChaCha8Rng) -> String {
         return text.into();
     }
     let k = rng.random_range(0..lines.len());
-    let values = [".nan", ".inf", "-.inf", "-1", "0", "1e300", "-0.001", "abc", "[]", "{}", "~", "2", "0.5", "\"x\"", "&a 1", "*a"];
+    let values = [".nan", ".inf", "-.inf", "-1", "0", "1e300", "-0.001", "abc", "[]", "{}", "~", "2", "0.5", "\"x\"", "&a 1", "*a", "1000000000", "100000000000000", "9007199254740993"];
     match rng.random_range(0..5) {
         0 | 1 => {
             if let Some((key, _)) = lines[k].split_once(':') {
@@ -442,12 +443,60 @@ fn yaml_configurations_give_settings_in_range_or_errors() {
             }
             let _ = run.check_run_settings("fuzz.yaml");
             let _ = run.to_yaml();
+            // Nothing accepted makes the trainer allocate past the machine.
+            if let Some(available) = memory_cost::physical_memory() {
+                for settings in run.behaviors.values().chain(run.default_settings.iter()) {
+                    let sizes = settings.sizes();
+                    let too_large = memory_cost::beyond(memory_cost::costs(&sizes, memory_cost::BehaviorShape::least(&sizes)), available);
+                    assert!(too_large.is_none(), "accepted {too_large:?}");
+                }
+            }
             true
         });
         accepted += usize::from(ok);
     }
     eprintln!("YAML configurations: {n} cases, {accepted} accepted");
     assert!(accepted > 0, "every mutant was refused: the suite tests nothing");
+}
+
+/// LogSoftmax of rows with large spreads (tails far under -103, where log(softmax) was
+/// `-inf`), at opsets 9 and 13, rank 2 and 3, against a float64 evaluation: every value within
+/// 1e-5 relative, finite wherever the float64 value fits in float32.
+#[test]
+fn log_softmax_keeps_its_far_tails() {
+    use mlagents::onnx::{attr_int, value_info, GraphBuilder, FLOAT};
+    let mut rng = rng(9);
+    let n = cases(60);
+    let mut worst = 0.0f64;
+    for i in 0..n {
+        let (opset, rank3) = ([9, 13][rng.random_range(0..2)], rng.random_bool(0.3));
+        let width = rng.random_range(1..70usize);
+        let rows = rng.random_range(1..6usize);
+        let spread = [1.0f32, 50.0, 200.0, 1e4, 1e6][rng.random_range(0..5)];
+        let data: Vec<f32> = (0..rows * width).map(|_| rng.random_range(-spread..=spread)).collect();
+        let dims: Vec<i64> = if rank3 { vec![rows as i64, 1, width as i64] } else { vec![rows as i64, width as i64] };
+        let mut graph = GraphBuilder::default();
+        let axis = if rank3 { -1 } else { 1 };
+        graph.node_into("LogSoftmax", vec!["x".into()], vec![attr_int("axis", axis)], "y");
+        let model = graph.finish("log_softmax", opset, vec![value_info("x", FLOAT, &dims)], vec![value_info("y", FLOAT, &dims)], "fuzz");
+        let shape: Vec<usize> = dims.iter().map(|d| *d as usize).collect();
+        let inputs = NamedTensors::from([("x".to_string(), TensorData { shape, data: data.clone() })]);
+        let got = guarded(&format!("log-softmax case {i}"), || OnnxPolicy::from_proto(model, "fuzz", LoadOptions::default()).unwrap().run(&inputs).unwrap());
+        for (row, out) in data.chunks(width).zip(got["y"].data.chunks(width)) {
+            let max = row.iter().fold(f64::MIN, |m, v| m.max(*v as f64));
+            let sum: f64 = row.iter().map(|v| (*v as f64 - max).exp()).sum();
+            for (x, y) in row.iter().zip(out) {
+                let want = *x as f64 - max - sum.ln();
+                if want < f32::MIN as f64 {
+                    continue;
+                }
+                let error = (*y as f64 - want).abs();
+                worst = worst.max(error / want.abs().max(1.0));
+                assert!(y.is_finite() && error <= 1e-5 * want.abs().max(1.0), "case {i} (opset {opset}, spread {spread}): {y} for {want}");
+            }
+        }
+    }
+    eprintln!("log-softmax: {n} cases, worst relative error {worst:.2e}");
 }
 
 /// A random JSON value to put in place of a field.

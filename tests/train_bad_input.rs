@@ -147,3 +147,50 @@ fn a_diverging_learning_rate_is_an_error_not_a_panic() {
     assert!(!dir.join("nan").exists(), "a refused configuration created the run folder");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// D1 and U5 (report of 2 December): `--force --initialize-from X --run-id X` removed run X's
+/// checkpoints and then failed to read them; it is refused and nothing is removed.
+/// `--initialize-from` a run of another network says what to change, not "use
+/// --initialize-from".
+#[test]
+fn initializing_from_a_run_is_checked_before_anything_is_removed() {
+    let dir = temp_dir("force-initialize");
+    let base = config(&dir, "base.yaml", 300, "");
+    let (ok, log) = finish(spawn_learn(&base, "fi", &dir, &[]));
+    assert!(ok, "{log}");
+    let before = steps(&dir.join("fi/1D"));
+    let (ok, log) = finish(spawn_learn(&base, "fi", &dir, &["--force", "--initialize-from", "fi"]));
+    assert!(!ok && log.contains("nothing was removed"), "{log}");
+    assert_eq!(steps(&dir.join("fi/1D")), before);
+    assert!(dir.join("fi/1D.onnx").exists());
+    let wide = config(&dir, "wide.yaml", 300, "    network_settings: {hidden_units: 24}\n");
+    let (ok, log) = finish(spawn_learn(&wide, "init_wide", &dir, &["--initialize-from", "fi"]));
+    assert!(!ok && log.contains("--initialize-from needs the same network") && log.contains("hidden_units"), "{log}");
+    assert!(!log.contains("start a new network with --initialize-from"), "{log}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// S7 and U4 (report of 2 December): an agent asking for two decisions in one message, an
+/// observation whose square overflows the normaliser and rewards whose returns overflow stop
+/// training naming the agent and the value, not the learning rate.
+#[test]
+fn data_training_cannot_hold_is_named_where_it_comes_from() {
+    let dir = temp_dir("overflow");
+    let cases = [
+        ("duplicate", "duplicate-agent@5", "", "asks for two decisions in one step"),
+        ("observation", "huge-observation@5", "    network_settings: {normalize: true}\n", "observation 0 of agent"),
+        ("reward", "huge-reward@5", "", "the rewards of agent"),
+    ];
+    for (name, fault, extra, expected) in cases {
+        let path = dir.join(format!("{name}.yaml"));
+        std::fs::write(
+            &path,
+            format!("behaviors:\n  1D:\n    hyperparameters: {{batch_size: 16, buffer_size: 64}}\n    max_steps: 2000\n{extra}env_settings: {{base_port: 0, env_args: [--fault, {fault}]}}\n"),
+        )
+        .unwrap();
+        let (ok, log) = finish(spawn_learn(&path, name, &dir, &[]));
+        assert!(!ok && log.contains(expected), "{name}: {log}");
+        assert!(!log.contains("lower learning_rate") && !log.contains("panicked"), "{name}: {log}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

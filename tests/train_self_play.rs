@@ -242,8 +242,59 @@ fn self_play_on_a_single_team_trains_as_plain_ppo() {
     let config = dir.join("config.yaml");
     std::fs::write(&config, "behaviors:\n  1D:\n    max_steps: 300\n    summary_freq: 100\n    hyperparameters: {batch_size: 16, buffer_size: 64}\n    self_play: {}\nenv_settings: {base_port: 0}\n").unwrap();
     let (ok, log) = finish(spawn_learn_on("Simple1DDiscrete", &config, "run", &dir, &[]));
-    assert!(ok && log.contains("1D has a self_play block but the environment has only one team; it trains as plain PPO"), "{log}");
+    assert!(ok && log.contains("1D has a self_play block but the environment has only one team so far; it trains as plain PPO"), "{log}");
     let last = checkpoint::latest(&dir.join("run/1D"), "1D").unwrap();
     assert!(last.description.self_play.is_none() && last.description.step >= 300);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// S2 (report of 2 December): `--resume` under a changed `self_play` block kept the
+/// checkpoint's window and ratio. The new block applies: the pool keeps its newest snapshots
+/// up to the new window, swaps follow the new ratio, and the console says what changed.
+#[test]
+fn a_resume_takes_the_changed_self_play_block() {
+    let dir = temp_dir("self-play-changed");
+    let config = dir.join("config.yaml");
+    let yaml = |max_steps: u64, window: u64, ratio: f64| {
+        format!(
+            "behaviors:\n  1D:\n    hyperparameters: {{batch_size: 16, buffer_size: 64}}\n    network_settings: {{hidden_units: 16, num_layers: 1}}\n    \
+             max_steps: {max_steps}\n    summary_freq: 500\n    checkpoint_interval: 500\n    \
+             self_play: {{save_steps: 200, swap_steps: 100, team_change: 100000, window: {window}, play_against_latest_model_ratio: {ratio}}}\nenv_settings: {{base_port: 0, seed: 5}}\n"
+        )
+    };
+    std::fs::write(&config, yaml(1500, 3, 0.0)).unwrap();
+    let (ok, log) = finish(spawn_learn_on("Ghost1D", &config, "run", &dir, &[]));
+    assert!(ok, "{log}");
+    let first = checkpoint::latest(&dir.join("run/1D"), "1D").unwrap();
+    let (record, _) = self_play_of(&first);
+    assert_eq!(record["state"]["snapshots"].as_array().unwrap().len(), 3, "{record}");
+    std::fs::write(&config, yaml(2500, 1, 1.0)).unwrap();
+    let (ok, log) = finish(spawn_learn_on("Ghost1D", &config, "run", &dir, &["--resume"]));
+    assert!(ok && log.contains("window: 3 -> 1") && log.contains("play_against_latest_model_ratio: 0 -> 1"), "{log}");
+    let last = checkpoint::latest(&dir.join("run/1D"), "1D").unwrap();
+    let (after, _) = self_play_of(&last);
+    assert_eq!(after["state"]["settings"]["window"], 1, "{after}");
+    assert_eq!(after["state"]["snapshots"].as_array().unwrap().len(), 1, "{after}");
+    assert!(after["state"]["playing"].as_object().unwrap().values().all(|o| o == "Latest"), "with ratio 1 every swap plays the latest weights: {after}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// U3 (report of 2 December): a team whose agents appear after training started (as agents
+/// spawned later bring their team in Unity) stopped training with "team 0 has no playing
+/// copy". Self-play starts when it appears, the earlier team learning first.
+#[test]
+fn a_team_that_appears_late_starts_self_play() {
+    let dir = temp_dir("self-play-late-team");
+    let config = dir.join("config.yaml");
+    std::fs::write(
+        &config,
+        "behaviors:\n  1D:\n    max_steps: 800\n    summary_freq: 400\n    hyperparameters: {batch_size: 16, buffer_size: 64}\n    self_play: {save_steps: 100, swap_steps: 100}\nenv_settings: {base_port: 0, env_args: [--fault, late-team@40]}\n",
+    )
+    .unwrap();
+    let (ok, log) = finish(spawn_learn_on("Ghost1D", &config, "run", &dir, &[]));
+    assert!(ok && log.contains("team 1 of 1D appeared") && log.contains("self-play starts now (team 0 learns first)"), "{log}");
+    let last = checkpoint::latest(&dir.join("run/1D"), "1D").unwrap();
+    let (record, _) = self_play_of(&last);
+    assert_eq!(record["state"]["teams"], serde_json::json!([0, 1]), "{record}");
     let _ = std::fs::remove_dir_all(dir);
 }

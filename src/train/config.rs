@@ -10,6 +10,7 @@
 // per run, so its size does not matter.
 #![allow(clippy::result_large_err)]
 
+use super::memory_cost;
 use super::environment_parameters::{self, EnvironmentParameterSettings};
 use super::self_play::SelfPlaySettings;
 use serde::{Deserialize, Serialize};
@@ -236,6 +237,20 @@ pub struct TrainerSettings {
     /// `self_play`, when the behavior has the block.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub self_play: Option<SelfPlaySettings>,
+}
+
+impl TrainerSettings {
+    /// The sizes that turn into memory ([`memory_cost`]).
+    pub fn sizes(&self) -> memory_cost::Sizes {
+        memory_cost::Sizes {
+            buffer_size: self.hyperparameters.buffer_size,
+            time_horizon: self.time_horizon,
+            hidden_units: self.network_settings.hidden_units,
+            num_layers: self.network_settings.num_layers,
+            memory_size: self.network_settings.memory.map(|m| m.memory_size),
+            window: self.self_play.as_ref().map(|s| s.window),
+        }
+    }
 }
 
 /// What `mlagents-learn`'s command line sets over the YAML (`None`/`false`/empty: not given),
@@ -525,6 +540,25 @@ impl Context<'_> {
             .unwrap_or(0)
     }
 
+    /// The line of `key` after `after` ([`Self::line_of`]); for a key the YAML does not write
+    /// (a default broke a rule), the line of the section that would hold it, a list entry
+    /// `name: key` (a lesson), or `after` itself.
+    fn line_of_setting(&self, key: &str, after: &str) -> usize {
+        let section = match key {
+            "sequence_length" | "memory_size" => Some("memory"),
+            "batch_size" | "buffer_size" | "learning_rate" | "beta" | "epsilon" | "lambd" | "num_epoch" => Some("hyperparameters"),
+            "hidden_units" | "num_layers" | "normalize" => Some("network_settings"),
+            "window" | "save_steps" | "swap_steps" | "team_change" | "play_against_latest_model_ratio" | "initial_elo" => Some("self_play"),
+            _ => None,
+        };
+        let start = self.text.lines().position(|l| l.trim_start().starts_with(&format!("{after}:"))).unwrap_or(0);
+        let entry = || self.text.lines().enumerate().skip(start).find(|(_, l)| l.trim_start().trim_start_matches("- ").trim() == format!("name: {key}")).map_or(0, |(i, _)| i + 1);
+        [self.line_of(key, after), section.map_or(0, |s| self.line_of(s, after)), entry(), if start > 0 || self.text.starts_with(&format!("{after}:")) { start + 1 } else { 0 }]
+            .into_iter()
+            .find(|line| *line > 0)
+            .unwrap_or(0)
+    }
+
     fn unsupported(&self, what: &str, key: &str, after: &str, detail: &str) -> ConfigError {
         ConfigError::Unsupported { file: self.file.into(), line: self.line_of(key, after), what: what.into(), detail: detail.into() }
     }
@@ -580,7 +614,20 @@ impl Context<'_> {
             Some(raw) => Some(self.self_play(name, raw, settings.max_steps)?),
             None => None,
         };
-        Ok(TrainerSettings { self_play, ..settings })
+        let settings = TrainerSettings { self_play, ..settings };
+        self.check_memory(name, &settings)?;
+        Ok(settings)
+    }
+
+    /// Every size the settings make the trainer allocate, against the machine's memory
+    /// ([`memory_cost`], the least any behavior of these settings needs).
+    fn check_memory(&self, name: &str, settings: &TrainerSettings) -> Result<(), ConfigError> {
+        let Some(available) = memory_cost::physical_memory() else { return Ok(()) };
+        let sizes = settings.sizes();
+        match memory_cost::beyond(memory_cost::costs(&sizes, memory_cost::BehaviorShape::least(&sizes)), available) {
+            Some(cost) => Err(self.out_of_range(name, cost.key, &cost.value, &memory_cost::rule(&cost, available))),
+            None => Ok(()),
+        }
     }
 
     /// A `self_play` block with 0.28's defaults (`team_change`: 5 × the given `save_steps`),
@@ -727,7 +774,7 @@ impl Context<'_> {
     fn out_of_range(&self, behavior: &str, key: &str, value: impl std::fmt::Display, rule: &str) -> ConfigError {
         ConfigError::OutOfRange {
             file: self.file.into(),
-            line: self.line_of(key, behavior),
+            line: self.line_of_setting(key, behavior),
             behavior: behavior.into(),
             key: key.into(),
             value: value.to_string(),
@@ -847,7 +894,7 @@ impl Context<'_> {
         }
         let parameters = environment_parameters::parse(section).map_err(|e| ConfigError::Parameter {
             file: self.file.into(),
-            line: self.line_of(&e.key, &e.parameter),
+            line: self.line_of_setting(&e.key, &e.parameter),
             parameter: e.parameter,
             message: e.message,
         })?;
@@ -933,6 +980,18 @@ mod tests {
         }
     }
 
+    /// A default that breaks a rule points at the section that left it out (bad-input report
+    /// of 2 December, U6: "line 0").
+    #[test]
+    fn defaults_that_break_a_rule_name_the_line_that_left_them() {
+        let memory = "behaviors:\n  1D:\n    hyperparameters: {batch_size: 32, buffer_size: 64}\n    network_settings:\n      memory: {}\n";
+        let e = RunOptions::from_yaml(memory, "t.yaml").unwrap_err().to_string();
+        assert!(e.contains("line 5") && e.contains("sequence_length of 1D is 64"), "{e}");
+        let lessons = "behaviors:\n  B: {}\nenvironment_parameters:\n  p:\n    curriculum:\n      - name: Near\n        completion_criteria: {behavior: B, threshold: 0.5}\n        value: 1\n      - name: Middle\n        value: 2\n      - name: Far\n        value: 3\n";
+        let e = RunOptions::from_yaml(lessons, "t.yaml").unwrap_err().to_string();
+        assert!(e.contains("line 9") && e.contains("does not have a completion_criteria"), "{e}");
+    }
+
     #[test]
     fn unsupported_features_name_the_key_and_line() {
         let cases = [
@@ -962,6 +1021,27 @@ mod tests {
         }
         let e = RunOptions::from_yaml("behaviors:\n  B:\n    self_play:\n      play_against_current_self_ratio: 0.5\n", "t.yaml").unwrap_err().to_string();
         assert!(e.contains("play_against_current_self_ratio") && e.contains("line 4"), "{e}");
+    }
+
+    /// Sizes that would make the trainer allocate more than any machine has are refused with
+    /// the key, its line and the bytes (bad-input report of 2 December, P1: a window of 1e9
+    /// grew the trainer to 22 GB until the kernel killed it).
+    #[test]
+    fn sizes_beyond_the_machine_name_the_key_and_the_bytes() {
+        let cases = [
+            ("    self_play:\n      window: 1000000000\n", "window", 5),
+            ("    hyperparameters: {buffer_size: 1000000000000000, batch_size: 1024}\n", "buffer_size", 4),
+            ("    time_horizon: 100000000000000\n", "time_horizon", 4),
+            ("    network_settings: {hidden_units: 100000000}\n", "hidden_units", 4),
+        ];
+        for (body, key, line) in cases {
+            let yaml = format!("behaviors:\n  Basic:\n    max_steps: 10\n{body}");
+            let e = RunOptions::from_yaml(&yaml, "t.yaml").unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains(&format!("line {line}")) && e.contains("bytes") && e.contains("this machine's"), "{yaml}: {e}");
+        }
+        // ML-Agents' own large settings pass (Walker's 512 x 3, a 2-million-step buffer).
+        let large = "behaviors:\n  Walker:\n    hyperparameters: {buffer_size: 2000000, batch_size: 2048}\n    network_settings: {hidden_units: 512, num_layers: 3}\n    time_horizon: 1000\n    self_play: {window: 100}\n";
+        RunOptions::from_yaml(large, "t.yaml").unwrap();
     }
 
     #[test]

@@ -36,6 +36,11 @@ pub enum TrainError {
     /// good checkpoint on disk stays the last one.
     #[error("training of {behavior} diverged at step {step}: {what}; training stopped (lower learning_rate, now {learning_rate:e}, or check the rewards and observations)")]
     Diverged { behavior: String, step: u64, what: String, learning_rate: f64 },
+    /// Numbers from the environment beyond what training's float32 arithmetic holds (an
+    /// observation whose square overflows the normaliser, rewards whose returns overflow):
+    /// training stops before they make it diverge, naming where they came from.
+    #[error("{behavior}: {what} of agent {agent} {detail}, beyond what training in float32 can take; training stopped at step {step} (scale them down in the environment)")]
+    Overflow { behavior: String, agent: i32, step: u64, what: String, detail: String },
     /// A file or folder of the run folder could not be written (`what`: e.g. `writing`,
     /// `TensorBoard folder`).
     #[error("{what} {}: {source}", path.display())]

@@ -10,6 +10,7 @@ pub mod curriculum;
 pub mod environment_parameters;
 pub mod error;
 pub mod gae;
+pub mod memory_cost;
 #[cfg(feature = "train")]
 pub mod ppo;
 pub mod run_folder;

@@ -3,7 +3,9 @@
 //! - takes an exclusive lock (`.mlagents-learn.lock`, an `flock` the kernel drops when the
 //!   process ends, however it ends), so two trainers never write one run at once;
 //! - `--force`: removes every file of the earlier run before anything new is written, so old
-//!   checkpoints can never be pruned in place of new ones, exported or resumed;
+//!   checkpoints can never be pruned in place of new ones, exported or resumed; `--force` with
+//!   `--initialize-from` the same run is refused before anything is removed (it would erase the
+//!   checkpoints it is to start from);
 //! - a new run over a folder that holds no checkpoint (an earlier start that failed before its
 //!   first checkpoint) starts afresh in it; over one that holds checkpoints it is refused;
 //! - `--resume`: removes the temporary files a killed process left behind
@@ -16,6 +18,15 @@
 use crate::checkpoint::{self, write_atomic};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+
+/// Whether `path` is `dir` or inside it (both resolved; a path that does not exist is inside
+/// nothing).
+fn within(path: &Path, dir: &Path) -> bool {
+    match (path.canonicalize(), dir.canonicalize()) {
+        (Ok(path), Ok(dir)) => path.starts_with(dir),
+        _ => false,
+    }
+}
 
 /// Name of the lock file inside the run folder.
 pub const LOCK_FILE: &str = ".mlagents-learn.lock";
@@ -39,6 +50,8 @@ pub enum RunFolderError {
     NotAFolder(String),
     #[error("run folder {dir} is in use by another mlagents-learn ({holder}); wait for it to end or pick another --run-id")]
     InUse { dir: String, holder: String },
+    #[error("--force would remove the checkpoints of {0} before --initialize-from reads them; nothing was removed (to start a new network from this run's weights, give it another --run-id; to continue it, use --resume)")]
+    ForceErasesInitialization(String),
     #[error("{path}: {source}")]
     Io { path: String, source: std::io::Error },
 }
@@ -55,8 +68,14 @@ pub struct RunFolder {
 }
 
 impl RunFolder {
-    /// Opens (creating it when needed) and locks the run folder `dir` for `mode`.
-    pub fn open(dir: &Path, mode: StartMode) -> Result<Self, RunFolderError> {
+    /// Opens (creating it when needed) and locks the run folder `dir` for `mode`; a run that
+    /// starts from another run's checkpoints names that run's folder (`initialize_from`).
+    pub fn open(dir: &Path, mode: StartMode, initialize_from: Option<&Path>) -> Result<Self, RunFolderError> {
+        if let (StartMode::Force, Some(from)) = (mode, initialize_from) {
+            if within(from, dir) {
+                return Err(RunFolderError::ForceErasesInitialization(dir.display().to_string()));
+            }
+        }
         let existed = dir.exists();
         if existed && !dir.is_dir() {
             return Err(RunFolderError::NotAFolder(dir.display().to_string()));
@@ -197,7 +216,7 @@ mod tests {
         let dir = temp_dir("force");
         fake_checkpoint(&dir, "Basic", 2001);
         std::fs::write(dir.join("configuration.yaml"), b"old").unwrap();
-        let folder = RunFolder::open(&dir, StartMode::Force).unwrap();
+        let folder = RunFolder::open(&dir, StartMode::Force, None).unwrap();
         let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name()).collect();
         assert_eq!(left, vec![std::ffi::OsString::from(LOCK_FILE)]);
         drop(folder);
@@ -209,10 +228,10 @@ mod tests {
         let dir = temp_dir("new");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("configuration.yaml"), b"from a start that failed").unwrap();
-        drop(RunFolder::open(&dir, StartMode::New).unwrap());
+        drop(RunFolder::open(&dir, StartMode::New, None).unwrap());
         assert!(!dir.join("configuration.yaml").exists());
         fake_checkpoint(&dir, "Basic", 10);
-        let err = RunFolder::open(&dir, StartMode::New).unwrap_err();
+        let err = RunFolder::open(&dir, StartMode::New, None).unwrap_err();
         assert!(matches!(err, RunFolderError::Exists(_)), "{err}");
         assert!(err.to_string().contains("--resume") && err.to_string().contains("--force"));
         std::fs::remove_dir_all(&dir).unwrap();
@@ -221,38 +240,59 @@ mod tests {
     #[test]
     fn one_process_at_a_time_and_the_holder_is_named() {
         let dir = temp_dir("lock");
-        let first = RunFolder::open(&dir, StartMode::New).unwrap();
+        let first = RunFolder::open(&dir, StartMode::New, None).unwrap();
         // flock locks belong to the open file description: a second open in this process
         // conflicts as another process would.
-        let err = RunFolder::open(&dir, StartMode::Force).unwrap_err();
+        let err = RunFolder::open(&dir, StartMode::Force, None).unwrap_err();
         assert!(matches!(&err, RunFolderError::InUse { holder, .. } if holder == &format!("PID {}", std::process::id())), "{err}");
         assert!(dir.join(LOCK_FILE).exists(), "a refused --force removes nothing");
         drop(first);
-        drop(RunFolder::open(&dir, StartMode::Resume).unwrap());
+        drop(RunFolder::open(&dir, StartMode::Resume, None).unwrap());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn resume_needs_the_folder_and_removes_stale_temporaries() {
         let dir = temp_dir("resume");
-        assert!(matches!(RunFolder::open(&dir, StartMode::Resume), Err(RunFolderError::NothingToResume(_))));
+        assert!(matches!(RunFolder::open(&dir, StartMode::Resume, None), Err(RunFolderError::NothingToResume(_))));
         fake_checkpoint(&dir, "Basic", 5);
         let stale = dir.join("Basic").join(".Basic-792.safetensors.tmp-1184");
         std::fs::write(&stale, b"half").unwrap();
         let kept = dir.join("Basic").join(".notes.tmp-draft");
         std::fs::write(&kept, b"not ours").unwrap();
-        drop(RunFolder::open(&dir, StartMode::Resume).unwrap());
+        drop(RunFolder::open(&dir, StartMode::Resume, None).unwrap());
         assert!(!stale.exists());
         assert!(kept.exists());
         assert!(dir.join("Basic").join("Basic-5.json").exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// `--force --initialize-from X --run-id X` removed X's checkpoints and then failed to
+    /// read them (bad-input report of 2 December, D1): refused, and nothing is removed.
+    #[test]
+    fn force_refuses_to_erase_the_run_it_initializes_from() {
+        let dir = temp_dir("force-init");
+        fake_checkpoint(&dir, "Basic", 998);
+        let spelled_otherwise = dir.join("Basic").join("..");
+        for from in [dir.as_path(), spelled_otherwise.as_path()] {
+            let err = RunFolder::open(&dir, StartMode::Force, Some(from)).unwrap_err();
+            assert!(matches!(err, RunFolderError::ForceErasesInitialization(_)), "{err}");
+            assert!(err.to_string().contains("nothing was removed"), "{err}");
+        }
+        assert!(dir.join("Basic").join("Basic-998.json").exists());
+        let other = temp_dir("force-init-other");
+        fake_checkpoint(&other, "Basic", 5);
+        drop(RunFolder::open(&dir, StartMode::Force, Some(&other)).unwrap());
+        assert!(!dir.join("Basic").exists(), "another run's checkpoints do not protect this one");
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(&other).unwrap();
+    }
+
     #[test]
     fn a_file_in_place_of_the_folder_is_named() {
         let dir = temp_dir("file");
         std::fs::write(&dir, b"").unwrap();
-        assert!(matches!(RunFolder::open(&dir, StartMode::New), Err(RunFolderError::NotAFolder(_))));
+        assert!(matches!(RunFolder::open(&dir, StartMode::New, None), Err(RunFolderError::NotAFolder(_))));
         std::fs::remove_file(&dir).unwrap();
     }
 }

@@ -4,7 +4,10 @@
 //! with) and the ELO update. `train::ppo::ghost` puts networks behind it.
 //!
 //! Beyond 0.28 (§10): the first learning team is the lowest team id (0.28: hash order), swaps
-//! draw from a seeded stream, and the whole state can be recorded and restored.
+//! draw from a seeded stream, and the whole state can be recorded and restored; a restored
+//! state takes the configuration's `self_play` block ([`GhostState::reconfigure`]), as 0.28
+//! builds its ghost trainer from the configuration it is given. Ratings are kept for the
+//! snapshots there are, not for `window` slots up front (0.28 allocates `window + 1`).
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -128,18 +131,22 @@ pub struct GhostState<W> {
     pub snapshot_counter: usize,
     /// The trainable network's latest published weights.
     pub latest: Option<W>,
-    /// Ratings of the snapshot slots, then (last) of the current policy.
+    /// Ratings of the snapshot slots, then (last) of the current policy. (A checkpoint of an
+    /// earlier version holds `window + 1` of them, the unused slots included.)
     pub elos: Vec<f64>,
     pub current_opponent: Opponent,
     /// The learning team as this behavior last saw it.
     pub learning_team: Option<i32>,
     /// What each team not learning plays with (for the console and for resume).
     pub playing: BTreeMap<i32, Opponent>,
+    /// The next advance swaps whatever the counters say (the settings that choose opponents
+    /// changed on resume).
+    #[serde(default)]
+    pub swap_pending: bool,
 }
 
 impl<W: Clone> GhostState<W> {
     pub fn new(settings: SelfPlaySettings, initial_elo: f64) -> Self {
-        let window = settings.window.max(1);
         Self {
             settings,
             teams: vec![],
@@ -150,10 +157,11 @@ impl<W: Clone> GhostState<W> {
             snapshots: vec![],
             snapshot_counter: 0,
             latest: None,
-            elos: vec![initial_elo; window + 1],
+            elos: vec![initial_elo],
             current_opponent: Opponent::Snapshot(0),
             learning_team: None,
             playing: BTreeMap::new(),
+            swap_pending: false,
         }
     }
 
@@ -173,7 +181,76 @@ impl<W: Clone> GhostState<W> {
             current_opponent: self.current_opponent,
             learning_team: self.learning_team,
             playing: self.playing.clone(),
+            swap_pending: self.swap_pending,
         }
+    }
+
+    /// Takes `settings` in place of those the state was recorded with (a `--resume` under a
+    /// changed `self_play` block). A smaller `window` keeps the newest snapshots with their
+    /// ratings; a changed `window` or `play_against_latest_model_ratio` swaps opponents at the
+    /// next advance. Returns the keys that changed, as `key: old -> new`.
+    pub fn reconfigure(&mut self, settings: SelfPlaySettings) -> Vec<String> {
+        let old = std::mem::replace(&mut self.settings, settings);
+        let new = self.settings.clone();
+        let mut changes = vec![];
+        let mut note = |key: &str, before: String, after: String| {
+            if before != after {
+                changes.push(format!("{key}: {before} -> {after}"));
+            }
+        };
+        note("save_steps", old.save_steps.to_string(), new.save_steps.to_string());
+        note("team_change", old.team_change.to_string(), new.team_change.to_string());
+        note("swap_steps", old.swap_steps.to_string(), new.swap_steps.to_string());
+        note("window", old.window.to_string(), new.window.to_string());
+        note("play_against_latest_model_ratio", old.play_against_latest_model_ratio.to_string(), new.play_against_latest_model_ratio.to_string());
+        note("initial_elo", old.initial_elo.to_string(), new.initial_elo.to_string());
+        if old.window != new.window {
+            self.keep_newest_snapshots(new.window.max(1));
+        }
+        if old.window != new.window || old.play_against_latest_model_ratio != new.play_against_latest_model_ratio {
+            self.swap_pending = true;
+        }
+        changes
+    }
+
+    /// Keeps the `window` most recently saved snapshots, oldest first, with their ratings;
+    /// opponents that pointed at a kept slot follow it, the others are swapped at the next
+    /// advance.
+    fn keep_newest_snapshots(&mut self, window: usize) {
+        let n = self.snapshots.len();
+        // The ring in the order of saving: the slot the next save writes holds the oldest.
+        let saved_order: Vec<usize> = (0..n).map(|k| (self.snapshot_counter + k) % n.max(1)).collect();
+        let kept = &saved_order[n.saturating_sub(window)..];
+        let current = self.elo();
+        let mut new_index = BTreeMap::new();
+        let (mut snapshots, mut elos) = (Vec::with_capacity(kept.len()), Vec::with_capacity(kept.len() + 1));
+        for (new, &old) in kept.iter().enumerate() {
+            new_index.insert(old, new);
+            snapshots.push(self.snapshots[old].clone());
+            elos.push(self.elos[old]);
+        }
+        elos.push(current);
+        self.snapshot_counter = snapshots.len() % window;
+        self.snapshots = snapshots;
+        self.elos = elos;
+        if let Opponent::Snapshot(k) = self.current_opponent {
+            self.current_opponent = new_index.get(&k).map_or(Opponent::Latest, |k| Opponent::Snapshot(*k));
+        }
+        let mut playing = BTreeMap::new();
+        for (team, opponent) in std::mem::take(&mut self.playing) {
+            match opponent {
+                Opponent::Snapshot(k) => match new_index.get(&k) {
+                    Some(k) => {
+                        playing.insert(team, Opponent::Snapshot(*k));
+                    }
+                    None => self.swap_pending = true,
+                },
+                Opponent::Latest => {
+                    playing.insert(team, Opponent::Latest);
+                }
+            }
+        }
+        self.playing = playing;
     }
 
     /// The current policy's rating.
@@ -222,13 +299,20 @@ impl<W: Clone> GhostState<W> {
     fn save_snapshot(&mut self) {
         let Some(latest) = self.latest.clone() else { return };
         let window = self.settings.window.max(1);
-        if self.snapshot_counter < self.snapshots.len() {
-            self.snapshots[self.snapshot_counter] = latest;
+        let (slot, rating) = (self.snapshot_counter, self.elo());
+        if slot < self.snapshots.len() {
+            self.snapshots[slot] = latest;
+            self.elos[slot] = rating;
         } else {
             self.snapshots.push(latest);
+            // The current rating stays last; a checkpoint of an earlier version has the slot.
+            if slot < self.elos.len() - 1 {
+                self.elos[slot] = rating;
+            } else {
+                self.elos.insert(slot, rating);
+            }
         }
-        self.elos[self.snapshot_counter] = self.elo();
-        self.snapshot_counter = (self.snapshot_counter + 1) % window;
+        self.snapshot_counter = (slot + 1) % window;
     }
 
     fn weights_of(&self, opponent: Opponent) -> Option<W> {
@@ -263,8 +347,9 @@ impl<W: Clone> GhostState<W> {
             self.save_snapshot();
             self.last_save = step;
         }
-        if self.learning_team != next || self.ghost_step.saturating_sub(self.last_swap) > self.settings.swap_steps {
+        if self.learning_team != next || self.swap_pending || self.ghost_step.saturating_sub(self.last_swap) > self.settings.swap_steps {
             self.learning_team = next;
+            self.swap_pending = false;
             loads.extend(self.swap(rng));
             self.last_swap = self.ghost_step;
         }
@@ -378,10 +463,11 @@ mod tests {
         assert_eq!(order, [0, 1, 2, 0, 1]);
     }
 
-    #[test]
-    fn snapshots_fill_a_ring_of_window_slots_with_their_rating() {
+    /// Two teams of one behavior (window 3, snapshots every 10 steps, the given ratio) after
+    /// four saves of weights 101-104, the rating up by one before each.
+    fn four_saves(ratio: f64) -> (GhostState<u8>, TeamRotation, rand_chacha::ChaCha8Rng) {
         let mut rotation = TeamRotation::default();
-        let mut g = GhostState::new(settings(10, 1000, 1000, 1.0), 1200.0);
+        let mut g = GhostState::new(settings(10, 1000, 1000, ratio), 1200.0);
         g.register_team(0, 100, &mut rotation, "B");
         g.register_team(1, 100, &mut rotation, "B");
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
@@ -389,10 +475,40 @@ mod tests {
             g.add_elo(1.0);
             g.advance(step, Some(101 + k as u8), &mut rotation, &mut rng);
         }
+        (g, rotation, rng)
+    }
+
+    #[test]
+    fn snapshots_fill_a_ring_of_window_slots_with_their_rating() {
+        let (g, ..) = four_saves(1.0);
         // Slot 0 held the initial weights until the third save; the fourth overwrote slot 1.
         assert_eq!(g.snapshots, [103, 104, 102]);
         assert_eq!(g.snapshot_counter, 2);
         assert_eq!(g.elos[..3], [1203.0, 1204.0, 1202.0]);
+    }
+
+    /// A resume under a changed block (bad-input report of 2 December, S2): the new window
+    /// keeps the newest snapshots with their ratings, and the next advance swaps under the
+    /// new ratio; nothing is sized by the window up front (P1).
+    #[test]
+    fn a_changed_block_takes_effect_on_the_restored_state() {
+        let (mut g, mut rotation, mut rng) = four_saves(0.0);
+        assert_eq!((g.snapshots.clone(), g.snapshot_counter), (vec![103, 104, 102], 2));
+        g.current_opponent = Opponent::Snapshot(2);
+        g.playing = BTreeMap::from([(1, Opponent::Snapshot(0))]);
+        let changes = g.reconfigure(SelfPlaySettings { window: 2, play_against_latest_model_ratio: 1.0, ..g.settings.clone() });
+        assert_eq!(changes, ["window: 3 -> 2", "play_against_latest_model_ratio: 0 -> 1"]);
+        // Saved in the order 102, 103, 104: the two newest stay, oldest first.
+        assert_eq!((g.snapshots.clone(), g.snapshot_counter), (vec![103, 104], 0));
+        assert_eq!(g.elos, [1203.0, 1204.0, 1204.0]);
+        assert_eq!((g.current_opponent, g.playing.clone()), (Opponent::Latest, BTreeMap::from([(1, Opponent::Snapshot(0))])));
+        assert!(g.swap_pending);
+        let loads = g.advance(45, None, &mut rotation, &mut rng);
+        assert_eq!((loads, g.playing[&1], g.swap_pending), (vec![(1, 104)], Opponent::Latest, false));
+        // The same block again changes nothing.
+        assert!(g.reconfigure(g.settings.clone()).is_empty() && !g.swap_pending);
+        let huge = GhostState::<u8>::new(SelfPlaySettings { window: 1_000_000_000, ..SelfPlaySettings::default() }, 1200.0);
+        assert_eq!(huge.elos.len(), 1);
     }
 
     /// With ratio r, a swap plays the latest weights about r of the time, otherwise a uniform

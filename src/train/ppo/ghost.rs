@@ -126,7 +126,9 @@ impl Ghost {
     }
 
     /// Continues from a checkpoint's record (after every team has registered): the state,
-    /// the snapshots and what each team plays. Returns the controller recorded with it.
+    /// the snapshots and what each team plays, under the configuration's `self_play` block
+    /// (`GhostState::reconfigure`; what changed is logged). Returns the controller recorded
+    /// with it.
     pub fn restore(&mut self, record: &serde_json::Value, tensors: &Weights) -> Result<TeamRotation, String> {
         let state: GhostState<u8> = serde_json::from_value(record["state"].clone()).map_err(|e| format!("self-play state: {e}"))?;
         let rotation: TeamRotation = serde_json::from_value(record["rotation"].clone()).map_err(|e| format!("self-play controller: {e}"))?;
@@ -147,7 +149,12 @@ impl Ghost {
                 return Err(format!("team {team}'s playing weights do not fit the network ({skipped:?})"));
             }
         }
+        let configured = self.state.settings.clone();
         self.state = GhostState { snapshots, latest, ..state.clone_without_weights() };
+        let changes = self.state.reconfigure(configured);
+        if !changes.is_empty() {
+            log::info!("Self-play of {}: the configuration changed since the checkpoint ({}); training goes on with the new settings", self.behavior, changes.join(", "));
+        }
         Ok(rotation)
     }
 }

@@ -22,12 +22,15 @@ pub struct League {
     rng: rand_chacha::ChaCha8Rng,
     /// Creation time of the checkpoint the controller was restored from (the newest wins).
     rotation_restored_at: f64,
+    /// Self-play behaviors that had one team when training started, with that team: they
+    /// train as plain PPO until another team appears.
+    dormant: BTreeMap<String, Vec<i32>>,
 }
 
 impl League {
     /// A league whose swaps draw from a stream seeded with the run seed.
     pub fn new(seed: u64) -> Self {
-        Self { ghosts: BTreeMap::new(), rotation: TeamRotation::default(), rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5e1f_91a7), rotation_restored_at: f64::NEG_INFINITY }
+        Self { ghosts: BTreeMap::new(), rotation: TeamRotation::default(), rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5e1f_91a7), rotation_restored_at: f64::NEG_INFINITY, dormant: BTreeMap::new() }
     }
 
     /// Whether `behavior` plays itself.
@@ -38,21 +41,38 @@ impl League {
     /// A team of a behavior appears. With `self_play` settings, the behavior gets a ghost
     /// (its rating starts at `initial_elo`) and the team a playing copy; teams register lowest
     /// id first, so the first learning team is the lowest.
+    ///
+    /// A team of a behavior that trained alone so far (agents spawned later bring their team
+    /// later, as in Unity) starts self-play at this step: the earlier teams register first, so
+    /// the lowest still learns, and the trainable network's weights become snapshot 0.
     pub fn register(&mut self, trainer: &PpoTrainer, team: i32, initial_elo: Option<f64>) {
         let Some(settings) = trainer.settings.self_play.clone() else { return };
+        let earlier = self.dormant.remove(&trainer.behavior).unwrap_or_default();
+        if !earlier.is_empty() {
+            log::info!(
+                "team {team} of {} appeared at step {} after it trained alone as plain PPO; self-play starts now (team {} learns first)",
+                trainer.behavior,
+                trainer.step,
+                earlier.iter().chain([&team]).min().expect("a team")
+            );
+        }
         let elo = initial_elo.unwrap_or(settings.initial_elo);
         let ghost = self.ghosts.entry(trainer.behavior.clone()).or_insert_with(|| Ghost::new(trainer, settings, elo));
-        ghost.register_team(team, trainer, &mut self.rotation);
+        for team in earlier.into_iter().chain([team]) {
+            ghost.register_team(team, trainer, &mut self.rotation);
+        }
     }
 
     /// After the first behaviors have registered: a self-play behavior with a single team
-    /// (and no other self-play behavior to play) trains as plain PPO, as 0.28 in effect does.
+    /// (and no other self-play behavior to play) trains as plain PPO, as 0.28 in effect does,
+    /// until another team appears ([`Self::register`]).
     pub fn drop_lonely_behaviors(&mut self) {
         if self.rotation.owners.len() > 1 {
             return;
         }
-        for (behavior, _) in std::mem::take(&mut self.ghosts) {
-            log::warn!("{behavior} has a self_play block but the environment has only one team; it trains as plain PPO");
+        for (behavior, ghost) in std::mem::take(&mut self.ghosts) {
+            log::warn!("{behavior} has a self_play block but the environment has only one team so far; it trains as plain PPO until another team appears");
+            self.dormant.insert(behavior, ghost.state.teams.clone());
         }
         self.rotation = TeamRotation::default();
     }

@@ -116,8 +116,11 @@ pub fn learn_observed(run: &RunOptions, options: &LearnOptions, observer: &mut d
     let mut run = run.clone();
     run.resolve_seeds();
     let run = &run;
-    let seed = run.env_settings.seed as u64;
-    let base = environment_options(run, options);
+    let seed = match (options.resume, &options.run_dir) {
+        (true, Some(dir)) => super::persistence::resumed_seed(run.env_settings.seed as u64, dir),
+        _ => run.env_settings.seed as u64,
+    };
+    let base = EnvOptions { seed: seed as i32, ..environment_options(run, options) };
     let mut lessons = LessonManager::new(run.environment_parameters.clone());
     if let (true, Some(dir)) = (options.resume, &options.run_dir) {
         restore_lessons(dir, &mut lessons)?;
@@ -236,7 +239,7 @@ impl Session<'_, '_> {
                     let (actions, chosen) = timers.time("act", || trainer.act(source, &decisions, &terminals))?;
                     // A self-play learning team's steps count past max_steps (they drive team changes).
                     if trainer.should_train() || self.league.has(&parsed.name) {
-                        let ingested = timers.time("process_trajectory", || trainer.ingest(source, &decisions, &terminals, chosen));
+                        let ingested = timers.time("process_trajectory", || trainer.ingest(source, &decisions, &terminals, chosen))?;
                         self.league.rate(&parsed.name, &ingested.games, trainer);
                         (actions, ingested.episode_returns)
                     } else {

@@ -26,16 +26,23 @@ impl Normalizer {
         ((x - &self.mean) / (&self.variance / &self.steps).sqrt()).clamp(-5.0, 5.0)
     }
 
-    fn update(&mut self, x: &Tensor) {
+    /// Takes in a batch of observations; false (and nothing changed) when the running mean
+    /// or variance would leave float32 (observations whose squares overflow).
+    fn update(&mut self, x: &Tensor) -> bool {
         tch::no_grad(|| {
             let n = x.size()[0] as f64;
             let new_steps = &self.steps + n;
             let new_mean = &self.mean + (x - &self.mean).sum_dim_intlist(0, false, Kind::Float) / &new_steps;
             let new_variance = &self.variance + ((x - &new_mean) * (x - &self.mean)).sum_dim_intlist(0, false, Kind::Float);
+            let finite = |t: &Tensor| t.isfinite().all().int64_value(&[]) != 0;
+            if !finite(&new_mean) || !finite(&new_variance) {
+                return false;
+            }
             self.mean.copy_(&new_mean);
             self.variance.copy_(&new_variance);
             self.steps.copy_(&new_steps);
-        });
+            true
+        })
     }
 }
 
@@ -205,12 +212,17 @@ impl Body {
         h
     }
 
-    fn update_normalizers(&mut self, observations: &[Tensor]) {
-        for (p, x) in self.processors.iter_mut().zip(observations) {
+    /// Updates every observation's normaliser; the index of an observation that would take
+    /// one out of float32 (its normaliser left as it was) is an error.
+    fn update_normalizers(&mut self, observations: &[Tensor]) -> Result<(), usize> {
+        for (k, (p, x)) in self.processors.iter_mut().zip(observations).enumerate() {
             if let Processor::Vector(Some(n)) = p {
-                n.update(x);
+                if !n.update(x) {
+                    return Err(k);
+                }
             }
         }
+        Ok(())
     }
 }
 
@@ -325,8 +337,9 @@ impl Actor {
         tch::no_grad(|| self.masked_probabilities(&self.body.forward(observations, memories).0, masks))
     }
 
-    pub fn update_normalizers(&mut self, observations: &[Tensor]) {
-        self.body.update_normalizers(observations);
+    /// See `Body::update_normalizers`.
+    pub fn update_normalizers(&mut self, observations: &[Tensor]) -> Result<(), usize> {
+        self.body.update_normalizers(observations)
     }
 
     /// The free log σ `[1, c]` of the Gaussian head (None without continuous actions).
@@ -353,8 +366,9 @@ impl Critic {
         (self.value.forward(&h).squeeze_dim(1), memories)
     }
 
-    pub fn update_normalizers(&mut self, observations: &[Tensor]) {
-        self.body.update_normalizers(observations);
+    /// See `Body::update_normalizers`.
+    pub fn update_normalizers(&mut self, observations: &[Tensor]) -> Result<(), usize> {
+        self.body.update_normalizers(observations)
     }
 }
 

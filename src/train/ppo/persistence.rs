@@ -15,6 +15,30 @@ use crate::train::run_logs::{read_status_values, LESSON_NUM};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The seed of a resumed run's random streams (the environment's, action sampling, minibatch
+/// order, self-play swaps): the run seed mixed with the steps its behaviors resume from. With
+/// the run seed itself, a resume replayed the streams the run began with and re-collected,
+/// nearly episode for episode, its first experience (bad-input report of 2 December, S5; 0.28
+/// does the same). The same checkpoints and seed still give the same streams. A positive i32,
+/// as the environment's seed travels.
+pub(super) fn resumed_seed(seed: u64, run_dir: &Path) -> u64 {
+    let steps: u64 = std::fs::read_dir(run_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| entry.path().is_dir())
+        .filter_map(|entry| checkpoint::list(&entry.path(), &entry.file_name().to_string_lossy()).last().map(|(step, _)| *step))
+        .fold(0u64, u64::wrapping_add);
+    if steps == 0 {
+        return seed;
+    }
+    // splitmix64 of the pair.
+    let mut z = seed.wrapping_add(steps.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) & 0x7fff_ffff
+}
+
 /// Creates a behavior's trainer, loading its starting point for `--resume` or
 /// `--initialize-from` (or the behavior's `init_path`).
 pub(super) fn create_trainer(run: &RunOptions, options: &LearnOptions, lessons: &LessonManager, name: &str, spec: &crate::spec::BehaviorSpec, seed: u64) -> Result<PpoTrainer, TrainError> {
@@ -117,4 +141,28 @@ pub(super) fn restore_lessons(run_dir: &Path, lessons: &mut LessonManager) -> Re
 /// `run_logs/training_status.json` of a run folder (named in errors).
 pub(super) fn training_status_path(run_dir: &Path) -> PathBuf {
     run_dir.join("run_logs").join("training_status.json")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A resume draws new streams from the run seed and the steps it resumes from; a new run
+    /// (nothing to resume) keeps the run seed (bad-input report of 2 December, S5).
+    #[test]
+    fn a_resume_continues_with_streams_of_its_own() {
+        let dir = std::env::temp_dir().join(format!("mlagents-resumed-seed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("Basic")).unwrap();
+        assert_eq!(resumed_seed(1, &dir), 1);
+        std::fs::write(dir.join("Basic").join("Basic-998.json"), b"{}").unwrap();
+        let at_998 = resumed_seed(1, &dir);
+        assert_ne!(at_998, 1);
+        assert_eq!(at_998, resumed_seed(1, &dir), "the same checkpoints and seed give the same streams");
+        assert!(at_998 <= i32::MAX as u64);
+        std::fs::write(dir.join("Basic").join("Basic-1499.json"), b"{}").unwrap();
+        assert_ne!(resumed_seed(1, &dir), at_998, "a later resume draws other streams");
+        assert_ne!(resumed_seed(2, &dir), resumed_seed(1, &dir));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -187,6 +187,45 @@ pub struct Sampled {
     pub memories: Vec<f32>,
 }
 
+/// The configuration's sizes against the machine's memory once the behavior's observations
+/// are known (`train::memory_cost`; the configuration was checked with one observation float).
+fn check_memory(behavior: &str, spec: &BehaviorSpec, settings: &TrainerSettings) -> Result<(), TrainError> {
+    use crate::train::memory_cost::{beyond, costs, physical_memory, rule, BehaviorShape};
+    let Some(available) = physical_memory() else { return Ok(()) };
+    let hidden = settings.network_settings.hidden_units as u64;
+    let sizes = settings.sizes();
+    let mut shape = BehaviorShape::least(&sizes);
+    shape.observation_floats = spec.observation_specs.iter().map(|o| o.shape.iter().product::<usize>() as u64).sum();
+    // Each observation's first layer: a vector's floats, or an image's encoder output, times
+    // the hidden units.
+    let first_layers: u64 = spec.observation_specs.iter().map(|o| SimpleVisualEncoder::of(&o.shape).map_or(o.shape.iter().product::<usize>(), |e| e.flat_size()) as u64).sum();
+    shape.actor_parameters = shape.actor_parameters.saturating_add(first_layers.saturating_mul(hidden));
+    match beyond(costs(&sizes, shape), available) {
+        Some(cost) => Err(TrainError::Mismatch(format!("{behavior}: {} is {}; with this behavior's {} observation floats a step, {}", cost.key, cost.value, shape.observation_floats, rule(&cost, available)))),
+        None => Ok(()),
+    }
+}
+
+/// Observation values from this magnitude up overflow a network's float32 products on the way
+/// to its outputs (and their squares overflow the normaliser well before).
+const OVERFLOWING_OBSERVATION: f32 = 1e18;
+
+/// The observation value of largest magnitude among the deciding agents: agent id,
+/// observation index and value.
+fn largest_observation(steps: &DecisionSteps) -> Option<(i32, usize, f32)> {
+    let mut largest: Option<(i32, usize, f32)> = None;
+    for (k, batch) in steps.obs.iter().enumerate() {
+        for (row, agent) in steps.agent_id.iter().enumerate() {
+            for v in batch.agent(row) {
+                if largest.is_none_or(|(.., l)| v.abs() > l.abs()) {
+                    largest = Some((*agent, k, *v));
+                }
+            }
+        }
+    }
+    largest
+}
+
 /// Samples actions from `actor` for every agent of `steps` (a recurrent actor from
 /// `memories`, `[1, n, m]` with `flat` the same values; each decision records the memory it
 /// consumed); None when the outputs are not finite (a diverged network).
@@ -262,6 +301,7 @@ impl PpoTrainer {
         if has_visual && encoder != crate::train::config::VisualEncoder::Simple {
             return Err(TrainError::Unsupported(format!("behavior {behavior}: vis_encode_type {encoder:?} is not supported yet (only simple)")));
         }
+        check_memory(behavior, spec, &settings)?;
         tch::manual_seed(seed as i64);
         let description = PolicyDescription {
             format_version: POLICY_FORMAT_VERSION,
@@ -329,6 +369,9 @@ impl PpoTrainer {
     /// `terminals` of the same step, or that is new) and keeps what it produced.
     pub fn act(&mut self, source: usize, steps: &DecisionSteps, terminals: &TerminalSteps) -> Result<(ActionTuple, Vec<Decision>), TrainError> {
         let Some(sampled) = sample_with_memories(&self.actor, &self.description, &mut self.actor_memories, source, steps, terminals) else {
+            if let Some((agent, observation, value)) = largest_observation(steps).filter(|(.., v)| v.abs() >= OVERFLOWING_OBSERVATION) {
+                return Err(self.overflow(agent, format!("observation {observation}"), format!("holds {value:e}, and the policy's outputs became non-finite")));
+            }
             self.diverged = true;
             return Err(self.divergence("the policy's outputs became non-finite", self.learning_rate.value(self.step)));
         };
@@ -368,7 +411,9 @@ impl PpoTrainer {
     /// last reward of each that ended on its own (not interrupted), which self-play rates as a
     /// game. Past `max_steps` (self-play keeps counting a learning team's steps) nothing is
     /// kept for an update.
-    pub fn ingest(&mut self, worker: usize, decision_steps: &DecisionSteps, terminal_steps: &TerminalSteps, decisions: Vec<Decision>) -> Ingested {
+    /// Observations or rewards that overflow training's arithmetic are an error
+    /// ([`TrainError::Overflow`]).
+    pub fn ingest(&mut self, worker: usize, decision_steps: &DecisionSteps, terminal_steps: &TerminalSteps, decisions: Vec<Decision>) -> Result<Ingested, TrainError> {
         let (trajectories, episodes) = self.processor.add_steps(worker, decision_steps, terminal_steps, decisions);
         let games: Vec<f32> = trajectories.iter().filter(|t| t.terminal).filter_map(|t| t.steps.last()).map(|s| s.reward).collect();
         let episode_returns = episodes.iter().map(|e| e.cumulative_reward).collect();
@@ -379,15 +424,15 @@ impl PpoTrainer {
             self.stats.add("Environment/Episode Length", e.length as f32, StatsAggregation::Average);
         }
         for t in trajectories {
-            self.process(t);
+            self.process(t)?;
         }
         if !self.should_train() {
             self.buffer.clear();
         }
-        Ingested { episode_returns, games }
+        Ok(Ingested { episode_returns, games })
     }
 
-    fn process(&mut self, t: Trajectory) {
+    fn process(&mut self, t: Trajectory) -> Result<(), TrainError> {
         let n = t.steps.len();
         let sizes = self.description.observation_sizes();
         let obs: Vec<Tensor> = sizes
@@ -400,8 +445,10 @@ impl PpoTrainer {
             })
             .collect();
         let steps_only: Vec<Tensor> = obs.iter().map(|o| o.narrow(0, 0, n as i64)).collect();
-        self.actor.update_normalizers(&steps_only);
-        self.critic.update_normalizers(&steps_only);
+        if let Err(k) = self.actor.update_normalizers(&steps_only).and_then(|()| self.critic.update_normalizers(&steps_only)) {
+            let largest = t.steps.iter().flat_map(|s| s.obs[k].iter()).fold(0.0f32, |m, v| if v.abs() > m.abs() { *v } else { m });
+            return Err(self.overflow(t.agent.1, format!("observation {k}"), format!("holds {largest:e}, whose square overflows the observation normaliser (normalize: true)")));
+        }
         let (values, critic_memories) = if self.description.is_recurrent() {
             let initial = self.critic_memories.get(&t.agent).cloned().unwrap_or_else(|| vec![0.0; self.description.memory_size]);
             let sequenced = critic_by_sequence(&self.critic, &obs, n, self.sequence_length, initial);
@@ -418,6 +465,14 @@ impl PpoTrainer {
         let rewards: Vec<f32> = t.steps.iter().map(|s| s.reward * signal.strength as f32).collect();
         let (advantages, returns) =
             gae(&rewards, &values[..n], values[n], t.terminal, signal.gamma as f32, self.settings.hyperparameters.lambd as f32);
+        if !returns.iter().chain(&advantages).all(|v| v.is_finite()) {
+            if !values.iter().all(|v| v.is_finite()) {
+                self.diverged = true;
+                return Err(self.divergence("the value estimates became non-finite", self.learning_rate.value(self.step)));
+            }
+            let largest = rewards.iter().fold(0.0f32, |m, r| if r.abs() > m.abs() { *r } else { m });
+            return Err(self.overflow(t.agent.1, "the rewards".into(), format!("reach {largest:e}, and their discounted returns overflow")));
+        }
         let mean_value = values[..n].iter().sum::<f32>() / n as f32;
         self.stats.add("Policy/Extrinsic Value Estimate", mean_value, StatsAggregation::Average);
         let total = self.description.action_spec.mask_len();
@@ -455,6 +510,7 @@ impl PpoTrainer {
         if let Some(label) = self.stats.due(self.step) {
             self.summarize(label);
         }
+        Ok(())
     }
 
     fn summarize(&mut self, label: u64) {
@@ -578,6 +634,11 @@ impl PpoTrainer {
         let value_loss = mean(&(ret - &v).pow_tensor_scalar(2).max_other(&(ret - &v_clipped).pow_tensor_scalar(2)));
         let loss: Tensor = &policy_loss + &value_loss * 0.5 - mean(&out.entropy) * beta;
         (loss, policy_loss, value_loss)
+    }
+
+    /// The error for numbers from the environment that training cannot hold.
+    fn overflow(&self, agent: i32, what: String, detail: String) -> TrainError {
+        TrainError::Overflow { behavior: self.behavior.clone(), agent, step: self.step, what, detail }
     }
 
     /// The error for a diverged update.
@@ -745,11 +806,12 @@ impl PpoTrainer {
     pub fn restore(&mut self, checkpoint: &Checkpoint, resume: bool) -> Result<(), TrainError> {
         let differences = checkpoint.description.policy.differences(&self.description);
         if !differences.is_empty() {
-            return Err(TrainError::Mismatch(format!(
-                "{}: the checkpoint's network differs from this run's ({}); resume with the run's own configuration.yaml, or start a new network with --initialize-from",
-                checkpoint.path.display(),
-                differences.join("; ")
-            )));
+            let what_to_do = if resume {
+                "resume with the run's own configuration.yaml, or start a new network with --initialize-from"
+            } else {
+                "--initialize-from needs the same network: give this run the checkpoint's network_settings"
+            };
+            return Err(TrainError::Mismatch(format!("{}: the checkpoint's network differs from this run's ({}); {what_to_do}", checkpoint.path.display(), differences.join("; "))));
         }
         let skipped = load_variables(&self.vs, &checkpoint.tensors);
         if !skipped.is_empty() {
