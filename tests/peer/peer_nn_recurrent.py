@@ -16,6 +16,7 @@ import tempfile
 
 import numpy as np
 import onnxruntime as ort
+from runner_eval import eval_outputs
 
 ort.set_default_logger_severity(3)
 
@@ -40,13 +41,10 @@ def make_inputs(session, batch, memory_inputs, rng, prev_action_sizes):
 
 
 def run_ours(runner, path, inputs):
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump({"inputs": {k: {"shape": list(v.shape), "data": v.ravel().tolist()} for k, v in inputs.items()}}, f)
-    result = subprocess.run([runner, "eval", path, "--inputs", f.name, "--deterministic", "--json"], capture_output=True, text=True)
-    os.unlink(f.name)
-    if result.returncode != 0:
-        return None, result.stderr.strip()
-    return {k: np.asarray(v["data"], dtype=np.float64) for k, v in json.loads(result.stdout)["outputs"].items()}, None
+    outputs, error = eval_outputs(runner, path, inputs)
+    if error:
+        return None, error
+    return {k: np.asarray(v["data"], dtype=np.float64) for k, v in outputs.items()}, None
 
 
 def main():

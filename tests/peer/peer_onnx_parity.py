@@ -9,14 +9,12 @@ a sequence of steps, each engine feeding its own `recurrent_out` back as the nex
 Usage: python peer_onnx_parity.py PATH/TO/mlagents-run MODELS_DIR
 Prints one line per model and batch and a final "N passed, N failed" line.
 """
-import json
 import os
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import onnxruntime as ort
+from runner_eval import eval_outputs
 
 ort.set_default_logger_severity(3)
 
@@ -42,14 +40,9 @@ RECURRENT_STEPS = 6
 
 def run_ours(runner, path, inputs):
     """Our runner's outputs as numpy arrays, or an error line."""
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump({"inputs": {k: {"shape": list(v.shape), "data": v.ravel().tolist()} for k, v in inputs.items()}}, f)
-    result = subprocess.run([runner, "eval", path, "--inputs", f.name, "--deterministic", "--json"],
-                            capture_output=True, text=True)
-    os.unlink(f.name)
-    if result.returncode != 0:
-        return None, result.stderr.strip()
-    outputs = json.loads(result.stdout)["outputs"]
+    outputs, error = eval_outputs(runner, path, inputs)
+    if error:
+        return None, error
     return {k: np.asarray(v["data"], dtype=np.float64).reshape(v["shape"]) for k, v in outputs.items()}, None
 
 

@@ -11,7 +11,6 @@ A node with sequence_lens must be refused, naming the node.
 Usage: python peer_recurrent_nodes.py PATH/TO/mlagents-run
 Prints one line per model and batch and a final "N passed, N failed" line.
 """
-import json
 import os
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
+from runner_eval import eval_outputs
 
 ort.set_default_logger_severity(3)
 
@@ -189,13 +189,9 @@ def make_model(form, path):
 
 
 def run_ours(runner, path, inputs):
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump({"inputs": {k: {"shape": list(v.shape), "data": v.ravel().tolist()} for k, v in inputs.items()}}, f)
-    result = subprocess.run([runner, "eval", path, "--inputs", f.name, "--json"], capture_output=True, text=True)
-    os.unlink(f.name)
-    if result.returncode != 0:
-        return None, result.stderr.strip()
-    outputs = json.loads(result.stdout)["outputs"]
+    outputs, error = eval_outputs(runner, path, inputs, deterministic=False)
+    if error:
+        return None, error
     return {k: np.asarray(v["data"], dtype=np.float64).reshape(v["shape"]) for k, v in outputs.items()}, None
 
 

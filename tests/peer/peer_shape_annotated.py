@@ -16,18 +16,9 @@ import tempfile
 import numpy as np
 import onnx
 import onnxruntime as ort
+from runner_eval import eval_outputs
 
 ort.set_default_logger_severity(3)
-
-
-def evaluate(runner, path, inputs):
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump({"inputs": {k: {"shape": list(v.shape), "data": v.ravel().tolist()} for k, v in inputs.items()}}, f)
-    result = subprocess.run([runner, "eval", path, "--inputs", f.name, "--deterministic", "--json"], capture_output=True, text=True)
-    os.unlink(f.name)
-    if result.returncode != 0:
-        return None, result.stderr.strip()
-    return json.loads(result.stdout)["outputs"], None
 
 
 def verdict(runner, path):
@@ -61,8 +52,8 @@ def main():
                 for i in session.get_inputs():
                     shape = [batch if not isinstance(d, int) or d <= 0 else d for d in i.shape]
                     inputs[i.name] = np.ones(shape, np.float32) if i.name == "action_masks" else rng.uniform(-1, 1, shape).astype(np.float32)
-                want, error = evaluate(runner, original, inputs)
-                got, error_annotated = evaluate(runner, path, inputs)
+                want, error = eval_outputs(runner, original, inputs)
+                got, error_annotated = eval_outputs(runner, path, inputs)
                 if error and error_annotated:
                     # A model that runs for one agent only fails the same way annotated or not.
                     if error.replace(original, "") != error_annotated.replace(path, ""):
