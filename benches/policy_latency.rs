@@ -54,7 +54,7 @@ fn action_outputs(policy: &Policy) -> Vec<String> {
 }
 
 fn main() {
-    mlagents::run::allocator::keep_freed_memory();
+    mlagents::engine::allocator::keep_freed_memory();
     let mut models: Vec<PathBuf> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).map(PathBuf::from).collect();
     if models.is_empty() {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/models");

@@ -20,6 +20,8 @@
 //! - [`checkpoint`]: checkpoint files (written atomically, verified by sha256), no libtorch.
 //! - [`train`]: configuration, PPO (feature `train`), the run folder and run logs.
 //! - [`export`]: checkpoints to ONNX / `.nn` / parity records, without libtorch.
+//! - [`engine`]: a tract model in, a plan that computes the same numbers faster out (graph and
+//!   plan rewrites, our kernels); knows nothing of ML-Agents.
 //! - [`run`]: the tract runner for `.onnx` and `.nn` policies.
 //! - [`compat`]: will a model load in Unity: checks against each Unity package release.
 //! - [`console`]: standard output for the binaries (a closed pipe ends it quietly).
@@ -29,6 +31,7 @@ pub mod checkpoint;
 pub mod comm;
 pub mod compat;
 pub mod console;
+pub mod engine;
 pub mod export;
 pub mod onnx;
 pub mod policy;

@@ -333,7 +333,7 @@ fn mutated_files_that_parse_never_panic_when_run() {
 }
 
 /// The LSTM cell of a recurrent `.nn` runs as one step of our own (the runner's lowering
-/// writes one ONNX `LSTM`, src/run/lstm_step.rs runs it with the exact activations): over six
+/// writes one ONNX `LSTM`, src/engine/rewrite/lstm_step.rs runs it with the exact activations): over six
 /// steps with the memories fed back, it gives what the cell's layers give run one by one.
 #[test]
 fn lstm_cells_run_as_one_step_and_match_their_layers() {

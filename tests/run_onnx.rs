@@ -124,7 +124,7 @@ fn convolutions_model() -> tract_onnx::pb::ModelProto {
     g.finish("convolutions", 11, vec![value_info("obs_0", FLOAT, &[-1, 4, 20, 20])], vec![value_info("features", FLOAT, &[-1, 6 * 9 * 9])], "test")
 }
 
-/// A batch runs each image's convolutions on its own (src/run/conv_batch.rs rewrites them as
+/// A batch runs each image's convolutions on its own (src/engine/rewrite/conv_batch.rs rewrites them as
 /// grouped convolutions): a batch of 5 gives what 5 runs of one image give.
 #[test]
 fn batched_convolutions_equal_one_image_at_a_time() {
@@ -167,7 +167,7 @@ fn batched_convolutions_equal_one_image_at_a_time() {
 
 /// A graph input transposed NHWC -> NCHW (as every lowered `.nn` image input is; the runner
 /// transposes it while copying it in, or with its own op when the transposition is a graph
-/// output, src/run/layout_ops.rs) holds each value where the transposition puts it, for image
+/// output, src/engine/rewrite/layout_ops.rs) holds each value where the transposition puts it, for image
 /// sizes around the copy loop's 64-pixel blocks and for 1 to 70 channels; a transposition by
 /// another permutation is left to tract and is right too. The caller gives NHWC either way.
 #[test]

@@ -42,7 +42,7 @@ use std::process::ExitCode;
 
 /// mimalloc for the process: tract allocates its intermediate tensors on every call, and
 /// glibc's malloc/free were about a tenth of a small policy's inference time (perf, 3DBall);
-/// freed memory is kept for the next decision ([`mlagents::run::allocator`]).
+/// freed memory is kept for the next decision ([`mlagents::engine::allocator`]).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -244,7 +244,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
-    mlagents::run::allocator::keep_freed_memory();
+    mlagents::engine::allocator::keep_freed_memory();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     // `mlagents-run MODEL --env ENV ...` is short for `mlagents-run play MODEL --env ENV ...`.
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();

@@ -25,7 +25,7 @@ pub fn infer(bytes: &[u8], facts: &ModelFacts) -> InferredShapes {
     if facts.format != ModelFormat::Onnx {
         return InferredShapes::default();
     }
-    crate::run::contain_tract_panics(|| infer_with_tract(bytes, facts)).unwrap_or_default()
+    crate::engine::contain_tract_panics(|| infer_with_tract(bytes, facts)).unwrap_or_default()
 }
 
 fn infer_with_tract(bytes: &[u8], facts: &ModelFacts) -> TractResult<InferredShapes> {

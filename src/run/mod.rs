@@ -1,48 +1,30 @@
 //! Running ML-Agents policies on tract: ONNX models (model API v1-v3) through tract-onnx, one
-//! optimized plan per batch size; named float tensors in and out.
+//! optimized plan per batch size; named float tensors in and out. What a policy's graph is
+//! (its inputs, sampling, noise, seeds and metadata) is decided here; the plans that compute it
+//! come from [`crate::engine`], through its one door.
 //!
 //! `.nn` models are read by [`crate::barracuda`] and lowered onto tract ([`NnPolicy`]).
 //!
-//! Formats in front, one core behind: a [`Policy`] holds either engine and one
+//! Formats in front, one core behind: a [`Policy`] holds either format's front and one
 //! [`ModelInterface`] (inputs, outputs, constants, memories); playing ([`play`]), Unity's
 //! checks ([`check`]), parity and [`session`] (what `mlagents-run`'s subcommands do) read the
 //! interface and never match on the format.
 
-pub mod allocator;
 mod check;
-mod conv_batch;
-mod exact;
-mod exact_ops;
-mod fused_activation;
-mod dense;
-mod dense_conv;
-mod dense_kernel;
-mod im2col;
-mod input_arithmetic;
-#[cfg(test)]
-mod rewrite_testing;
 mod interface;
-mod layout_ops;
-mod log_softmax;
-mod lstm_step;
 mod nn;
 mod onnx;
 mod parity;
 mod play;
-mod recurrent;
-mod row_argmax;
 pub mod session;
-mod short_softmax;
 pub mod versus;
 mod text;
-mod vector_state;
 mod tensors;
 
 pub use check::check;
 pub use interface::{DeclaredInput, DeclaredOutput, FileVersion, MemorySlot, ModelInterface};
 pub use nn::NnPolicy;
 pub use onnx::{bounded_elements, MAX_INPUT_ELEMENTS};
-pub(crate) use onnx::contain_tract_panics;
 pub use play::{play, DecisionTimes, PlayError, PlayReport, PolicyDriver};
 pub use onnx::{LoadOptions, OnnxInput, OnnxPolicy, PreparedInputs, NOISE_INPUT, UNIFORM_INPUT};
 pub use parity::{check_parity, compare_models, record_outputs, record_steps, CompareReport, OutputCheck, ParityReport};

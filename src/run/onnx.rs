@@ -4,12 +4,9 @@
 //! (`RandomNormalLike` noise by zeros, `Multinomial` by `ArgMax`). In sampled mode each
 //! `Multinomial` becomes an inverse-CDF sampler fed by uniform draws from the policy's own
 //! seeded stream, which continues from run to run (tract's `Multinomial` re-seeds its
-//! generator on every run, so it would repeat one draw at every decision). Plans are
-//! optimized per batch size and cached. Last, the activations tract approximates (`Tanh`,
-//! `Sigmoid`, `Elu`) are rewritten with ops it computes exactly at saturation
-//! ([`super::exact`]), a one-step `LSTM` (as lowered from a `.nn`) with the same exact
-//! activations ([`super::lstm_step`]), and a graph input's NHWC -> NCHW transposition is
-//! given to a copy loop of our own ([`super::layout_ops`]).
+//! generator on every run, so it would repeat one draw at every decision). Then the engine's
+//! rewrites ([`crate::engine::rewrite_graph`]) make tract compute what the graph says, and
+//! faster; its plans ([`crate::engine::build_plan`]) are built per batch size and cached.
 
 use crate::spec::model;
 use super::interface::{describe_non_finite, DeclaredInput, DeclaredOutput, FileVersion, ModelInterface};
@@ -23,7 +20,7 @@ use tract_onnx::prelude::*;
 
 /// A running state of an optimized plan, kept between runs: no per-run allocation, and
 /// random ops continue their stream (as Barracuda's worker does) instead of restarting it.
-type PlanState = tract_onnx::tract_core::model::TypedSimpleState;
+use crate::engine::PlanState;
 
 /// A declared graph input: name and dims (`None` = symbolic, e.g. the batch).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +81,7 @@ pub struct OnnxPolicy {
     /// is not batch-major, an ONNX `LSTM`'s `[sequence, batch, features]`, can share a first
     /// dim between calls of other shapes).
     states: Mutex<HashMap<usize, (Vec<Vec<usize>>, PlanState)>>,
-    /// The inputs the caller gives NHWC and tract reads NCHW ([`super::layout_ops`]).
+    /// The inputs the caller gives NHWC and the graph reads NCHW ([`crate::engine::nchw_tensor`]).
     nchw_inputs: Vec<String>,
     /// Sampled discrete actions: the stream that feeds the graph's last input,
     /// [`UNIFORM_INPUT`], with one draw per row and branch.
@@ -152,7 +149,7 @@ impl OnnxPolicy {
             .filter(|i| discrete_draws.is_none() || i.name != UNIFORM_INPUT)
             .map(|i| {
                 let dims = input_dims(i);
-                let dims = if nchw_inputs.contains(&i.name) { super::layout_ops::caller_dims(&dims) } else { dims };
+                let dims = if nchw_inputs.contains(&i.name) { crate::engine::caller_dims(&dims) } else { dims };
                 OnnxInput { name: i.name.clone(), dims }
             })
             .collect();
@@ -230,33 +227,8 @@ impl OnnxPolicy {
     }
 
     /// Builds the optimized plan for one set of input shapes (one per batch size).
-    fn build_state(&self, shapes: &[Vec<usize>], batch: usize) -> Result<PlanState, RunError> {
-        contain_tract_panics(|| {
-            let framework = tract_framework();
-            let read = |proto: &ModelProto| -> TractResult<InferenceModel> {
-                let mut model = framework.model_for_proto_model(proto)?;
-                for (i, shape) in shapes.iter().enumerate() {
-                    model.set_input_fact(i, InferenceFact::dt_shape(f32::datum_type(), shape.clone()))?;
-                }
-                Ok(model)
-            };
-            let mut model = read(&self.proto)?;
-            if batch > 1 {
-                if let Some(rewritten) = super::conv_batch::per_image_convolutions(&self.proto, &model) {
-                    model = read(&rewritten)?;
-                }
-            }
-            let mut plan = model.into_typed()?.into_decluttered()?;
-            super::input_arithmetic::speed_up_input_arithmetic(&mut plan)?;
-            super::dense::speed_up_dense_layers(&mut plan)?;
-            super::dense_conv::speed_up_convolutions(&mut plan)?;
-            let mut plan = plan.into_optimized()?;
-            super::im2col::speed_up_lazy_im2col(&mut plan)?;
-            super::short_softmax::speed_up_short_softmax(&mut plan)?;
-            super::row_argmax::speed_up_row_argmax(&mut plan)?;
-            PlanState::new(&plan.into_runnable()?)
-        })
-        .map_err(|detail| RunError::Plan { path: self.path.clone(), shapes: describe_shapes(shapes), detail })
+    fn build_state(&self, shapes: &[Vec<usize>]) -> Result<PlanState, RunError> {
+        crate::engine::build_plan(&self.proto, shapes).map_err(|detail| RunError::Plan { path: self.path.clone(), shapes: describe_shapes(shapes), detail })
     }
 
     /// Runs the model. Every declared input must be given; its shape must agree with the
@@ -285,11 +257,11 @@ impl OnnxPolicy {
         }
         let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
         if states.get(&batch).is_none_or(|(built_for, _)| *built_for != shapes) {
-            let state = self.build_state(&shapes, batch)?;
+            let state = self.build_state(&shapes)?;
             states.insert(batch, (shapes, state));
         }
         let (_, state) = states.get_mut(&batch).expect("inserted above");
-        let results = match contain_tract_panics(|| super::vector_state::run_plan(state, values)) {
+        let results = match crate::engine::run_plan(state, values) {
             Ok(results) => results,
             Err(detail) => {
                 // A state that failed half-way is not reused.
@@ -310,8 +282,8 @@ impl OnnxPolicy {
             shapes.push(zeros.shape().to_vec());
             values.push(zeros.into_tvalue());
         }
-        let mut state = self.build_state(&shapes, batch)?;
-        let results = contain_tract_panics(|| super::vector_state::run_plan(&mut state, values)).map_err(|detail| RunError::Eval { path: self.path.clone(), detail })?;
+        let mut state = self.build_state(&shapes)?;
+        let results = crate::engine::run_plan(&mut state, values).map_err(|detail| RunError::Eval { path: self.path.clone(), detail })?;
         self.collect(results)
     }
 
@@ -337,7 +309,7 @@ impl OnnxPolicy {
                 });
             }
             let tensor = if self.nchw_inputs.contains(&declared.name) {
-                super::layout_ops::nchw_tensor(given.shape, given.data)
+                crate::engine::nchw_tensor(given.shape, given.data)
             } else {
                 Tensor::from_shape(given.shape, given.data)
             };
@@ -405,17 +377,6 @@ impl OnnxPolicy {
     }
 }
 
-/// tract-onnx with the ops the rewrites write ([`super::exact_ops`], [`super::layout_ops`],
-/// [`super::lstm_step`]) and our stable `LogSoftmax` ([`super::log_softmax`]).
-pub(super) fn tract_framework() -> tract_onnx::Onnx {
-    let mut framework = tract_onnx::onnx();
-    super::exact_ops::register(&mut framework.op_register);
-    super::layout_ops::register(&mut framework.op_register);
-    super::lstm_step::register(&mut framework.op_register);
-    super::log_softmax::register(&mut framework.op_register);
-    framework
-}
-
 /// A policy's inputs, checked and laid out in the runner's own tensors, so that runs read
 /// them where they are (as onnxruntime reads a caller's arrays): the values in the declared
 /// order, their shapes, the batch they share, and the policy they were prepared for.
@@ -430,18 +391,6 @@ pub struct PreparedInputs {
 /// Input shapes as a person reads them: `[1, 8], [1, 3]`.
 fn describe_shapes(shapes: &[Vec<usize>]) -> String {
     shapes.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ")
-}
-
-/// Runs tract, turning its errors and its panics (tract 0.23 still unwraps on some malformed
-/// graphs, e.g. a Reduce axis outside the rank) into one message.
-pub(crate) fn contain_tract_panics<T>(f: impl FnOnce() -> TractResult<T>) -> Result<T, String> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        Ok(result) => result.map_err(|e| format!("{e:#}")),
-        Err(payload) => {
-            let message = payload.downcast_ref::<String>().cloned().or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()));
-            Err(format!("tract failed on this model (an internal error: {}); the model is malformed or uses an op in a way tract does not support", message.unwrap_or_default()))
-        }
-    }
 }
 
 /// Checks what tract would otherwise panic on or misread, in the model's own terms: the
@@ -523,8 +472,8 @@ fn input_dims(input: &pb::ValueInfoProto) -> Vec<Option<usize>> {
 }
 
 /// The protobuf rewrites made before tract builds the graph (see the module docs); returns
-/// the inputs fed NCHW ([`super::layout_ops::fast_input_transpositions`]), or why a node
-/// cannot be computed as ONNX defines it ([`super::recurrent`]).
+/// the inputs fed NCHW, or why a node cannot be computed as ONNX defines it (both from
+/// [`crate::engine::rewrite_graph`]).
 fn rewrite_for_tract(graph: &mut pb::GraphProto, opset: i64, options: LoadOptions) -> Result<Vec<String>, String> {
     let unshaped_float_input = |name: &str| pb::ValueInfoProto {
         name: name.into(),
@@ -534,10 +483,6 @@ fn rewrite_for_tract(graph: &mut pb::GraphProto, opset: i64, options: LoadOption
         }),
         ..Default::default()
     };
-    // Intermediate shapes are hints tract takes as constraints: a symbolic `batch` there (as
-    // onnx.shape_inference, onnxsim and newer exporters write) contradicts the concrete batch
-    // of a plan ("Impossible to unify Sym(batch) with Val(1)"). onnxruntime ignores them too.
-    graph.value_info.clear();
     if options.noise_input && graph.node.iter().any(|n| n.op_type == "RandomNormalLike") {
         graph.input.push(unshaped_float_input(NOISE_INPUT));
     }
@@ -546,10 +491,7 @@ fn rewrite_for_tract(graph: &mut pb::GraphProto, opset: i64, options: LoadOption
         graph.input.push(unshaped_float_input(UNIFORM_INPUT));
         replace_multinomials(graph, opset);
     }
-    super::lstm_step::one_step_lstms(graph, opset);
-    super::recurrent::recurrent_nodes(graph, opset)?;
-    super::exact::exact_activations(graph);
-    let nchw_inputs = super::layout_ops::fast_input_transpositions(graph);
+    let nchw_inputs = crate::engine::rewrite_graph(graph, opset)?;
     if options.noise_input {
         feed_noise(graph);
     }

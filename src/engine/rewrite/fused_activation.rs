@@ -11,7 +11,7 @@
 //! profile, and 0.8% fused (perf, AVX-512 Xeon); wall-clock differences stayed within the
 //! machine's noise.
 
-use super::exact_ops::Activation;
+use crate::engine::kernels::exact_ops::Activation;
 use tract_onnx::tract_core::ops::element_wise::ElementWiseOp;
 use tract_onnx::tract_core::ops::nn::LeakyRelu;
 use tract_onnx::tract_core::tract_linalg::Func;
@@ -22,7 +22,7 @@ use tract_onnx::tract_hir::internal::*;
 pub enum FusedActivation {
     /// tract's `LeakyRelu` (its alpha as bits, so that the op compares equal to itself).
     LeakyRelu { alpha_bits: u32 },
-    /// One of the runner's exact activations ([`super::exact_ops`]).
+    /// One of the runner's exact activations ([`crate::engine::kernels::exact_ops`]).
     Exact(Activation),
 }
 
@@ -73,9 +73,10 @@ impl FusedActivation {
 
 #[cfg(test)]
 mod tests {
-    use super::super::dense_kernel::test_values as values;
-    use super::super::rewrite_testing::run_rewritten;
-    use super::super::{dense, dense_conv, exact_ops};
+    use crate::engine::kernels::dense_tiles::test_values as values;
+    use super::super::testing::run_rewritten;
+    use super::super::{dense, dense_conv};
+    use crate::engine::kernels::exact_ops;
     use super::*;
     use crate::onnx::{attr_float, attr_ints, value_info, GraphBuilder, FLOAT};
 
@@ -124,7 +125,7 @@ mod tests {
     /// output the graph also returns keeps its activation apart.
     #[test]
     fn layers_take_in_the_activation_that_reads_them() {
-        if super::super::dense_kernel::Isa::for_plans().is_none() {
+        if crate::engine::kernels::dense_tiles::Isa::for_plans().is_none() {
             return;
         }
         for (layer, activation, batch) in [("MatMul", "LeakyRelu", 300), ("MatMul", exact_ops::SWISH, 300), ("Conv", "LeakyRelu", 6), ("Conv", exact_ops::TANH, 6)] {

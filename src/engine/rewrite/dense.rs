@@ -1,4 +1,4 @@
-//! Dense layers on our own matrix kernel ([`super::dense_kernel`]) where a batch of
+//! Dense layers on our own matrix kernel ([`crate::engine::kernels::dense_tiles`]) where a batch of
 //! activations is large enough for its tiles.
 //!
 //! Once tract has decluttered a model, a dense layer is an `EinSum` of a `[batch, k]`
@@ -12,7 +12,7 @@
 //! `h`, takes the sums in too: tract ran them as a chain of broadcasting adds, about 8% of the
 //! Hallway-sized recurrent benchmark network at batch 64 (perf, AVX-512 Xeon).
 
-use super::dense_kernel::{Isa, PackedWeights};
+use crate::engine::kernels::dense_tiles::{Isa, PackedWeights};
 use super::fused_activation::FusedActivation;
 use std::sync::Arc;
 use tract_onnx::tract_core::ops::binary::TypedBinOp;
@@ -299,8 +299,8 @@ impl TypedOp for DenseLayer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::dense_kernel::test_values as values;
-    use crate::run::rewrite_testing::run_rewritten;
+    use crate::engine::kernels::dense_tiles::test_values as values;
+    use super::super::testing::run_rewritten;
     use crate::onnx::{attr_int, attr_ints, value_info, GraphBuilder, FLOAT};
 
 

@@ -364,7 +364,7 @@ impl MMMInputValue for Panels {
         let out = buffer.context("FastIm2col writes into the kernel's panel buffer")?;
         // Called between tract's matrix kernel calls, which leave the wide registers dirty
         // (the copy below is SSE).
-        super::vector_state::clear_upper_vector_state();
+        crate::engine::vector_state::clear_upper_vector_state();
         ensure!(panel < self.panels_count(), "panel {panel} of {}", self.panels_count());
         // SAFETY: the offsets were read off tract's in-bounds reads of an input of the same
         // length (checked in eval); the buffer has the layout asked for above, k · r floats.

@@ -5,13 +5,14 @@
 //! approximations [`super::exact`] replaces elsewhere (tanh stops at ±0.9999993): on
 //! Hallway.nn's cell state that moved the memory by 1.5e-5 in one step and 1.5e-4 over six,
 //! where the layers the cell was lowered from stay within 4e-6 of onnxruntime. An `LSTM` whose
-//! sequence is one step by construction ([`StepRows`]: the `.nn` lowering's, see
-//! `barracuda::LowerOptions::for_runner`, and ML-Agents' torch export) and that uses ONNX's
+//! sequence is one step by construction ([`StepRows`]: an `Unsqueeze` of rows, as a lowered
+//! `.nn` cell writes it, or a batch-first reshape of one step, as torch exports it) and that
+//! uses ONNX's
 //! defaults (forward, sigmoid/tanh/tanh, no clip) becomes `Gemm(Concat(x, h), [W | R]ᵀ,
 //! Wb + Rb)` and [`LSTM_STEP`] on the four gates, which tract runs as two products and one
 //! pass, as fast as its own.
 
-use super::exact_ops::Activation;
+use crate::engine::kernels::exact_ops::Activation;
 use crate::onnx::{attr_int, attr_ints, float_initializer, int64_initializer};
 use tract_onnx::model::OnnxOpRegister;
 use tract_onnx::pb;
@@ -419,7 +420,7 @@ mod tests {
         use tract_onnx::prelude::*;
         let mut framework = tract_onnx::onnx();
         register(&mut framework.op_register);
-        super::super::exact_ops::register(&mut framework.op_register);
+        crate::engine::kernels::exact_ops::register(&mut framework.op_register);
         let x = Tensor::from_shape(&[2, 3], &[0.3f32, -0.7, 0.5, -1.1, 0.2, 0.9])?;
         let h0 = Tensor::from_shape(&[states[0], states[1], 2], &[0.1f32, -0.4, 0.6, 0.2])?;
         let c0 = Tensor::from_shape(&[states[0], states[1], 2], &[-0.5f32, 0.8, 0.3, -0.9])?;

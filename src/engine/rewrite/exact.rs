@@ -1,5 +1,5 @@
 //! Activations that tract approximates, rewritten before tract sees the graph into ops of our
-//! own ([`super::exact_ops`], one node each) that compute them to within a few ulps, so that
+//! own ([`crate::engine::kernels::exact_ops`], one node each) that compute them to within a few ulps, so that
 //! the runner gives what Unity (and onnxruntime) give where it matters: at saturation and far in the tails. tract 0.23's `Tanh` is a
 //! rational approximation that stops at ±0.9999993 (Unity gives ±1, and `log(1 - tanh²)`
 //! then differs by ~1); its `Sigmoid` never goes below 4.8e-7 (sigmoid(-20) is 2e-9), which
@@ -19,11 +19,11 @@
 //! - `Elu(x)` for `x < 0` is `alpha (exp(x) - 1)` computed as `alpha tanh(x/2) (exp(x) + 1)`
 //!   (the same value without the cancellation), with the exact tanh above.
 
-use super::exact_ops::{ELU, SIGMOID, SWISH, TANH};
+use crate::engine::kernels::exact_ops::{ELU, SIGMOID, SWISH, TANH};
 use tract_onnx::pb;
 
 /// Rewrites every `Tanh`, `Elu` and `Sigmoid` of the graph (a Swish's `Sigmoid` and `Mul`
-/// together) into the ops of [`super::exact_ops`]; returns how many.
+/// together) into the ops of [`crate::engine::kernels::exact_ops`]; returns how many.
 pub fn exact_activations(graph: &mut pb::GraphProto) -> usize {
     // Swish: the Sigmoid's output -> its input x, for the Mul that reads both.
     let swish_inputs = swish_sigmoids(graph);

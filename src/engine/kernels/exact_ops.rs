@@ -1,9 +1,9 @@
-//! The exact activations of [`super::exact`] as tract element-wise ops: one node and one pass
+//! The exact activations of [`crate::engine::rewrite::exact`] as tract element-wise ops: one node and one pass
 //! over the data each, where the same formulas written with ONNX ops took four to twelve
 //! nodes (every node is a pass over the tensor and a step of tract's plan loop; on a small
 //! MLP the Swish alone was half of the plan's nodes).
 //!
-//! The formulas are those of [`super::exact`]'s docs, with tract's vectorised `Exp` (accurate
+//! The formulas are those of [`crate::engine::rewrite::exact`]'s docs, with tract's vectorised `Exp` (accurate
 //! to an ulp or two) and one rounded division. float32 runs them in chunks on the stack;
 //! float64 uses the standard library's functions; float16 is computed in float32.
 
@@ -20,7 +20,7 @@ pub const SWISH: &str = "MlAgentsExactSwish";
 pub const SIGMOID: &str = "MlAgentsExactSigmoid";
 pub const TANH: &str = "MlAgentsExactTanh";
 pub const ELU: &str = "MlAgentsExactElu";
-/// `alpha x + beta` ([`super::recurrent`]'s Affine and ScaledTanh): one op whose output tract
+/// `alpha x + beta` ([`crate::engine::rewrite::recurrent`]'s Affine and ScaledTanh): one op whose output tract
 /// never folds into a constant, which a `Mul` by a zero alpha became, and which tract's scans
 /// then refused as a state.
 pub const AFFINE: &str = "MlAgentsAffine";
@@ -51,7 +51,7 @@ fn wrap(activation: Activation) -> Box<dyn InferenceOp> {
 
 /// One exact activation (Elu's alpha kept as bits, so that the op compares equal to itself).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) enum Activation {
+pub(crate) enum Activation {
     Swish,
     Sigmoid,
     Tanh,
@@ -111,7 +111,7 @@ impl ElementWiseMiniOp for Activation {
 impl Activation {
     /// [`Self::run_body_f32`], with its own loops compiled for AVX2 where the CPU has it
     /// (the crate is built for baseline x86-64; tract's kernels pick their own).
-    pub(super) fn run_f32(&self, xs: &mut [f32]) -> TractResult<()> {
+    pub(crate) fn run_f32(&self, xs: &mut [f32]) -> TractResult<()> {
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2 (checked just above).

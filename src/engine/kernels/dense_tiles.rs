@@ -525,7 +525,7 @@ tile_kernel!(tile_fma, "avx2,fma", 8, _mm256_setzero_ps, _mm256_loadu_ps, _mm256
 /// `count` test values between -0.5 and 0.5, a different sequence per `seed` (the kernel's,
 /// the dense layers' and the convolutions' tests).
 #[cfg(test)]
-pub(super) fn test_values(count: usize, seed: usize) -> Vec<f32> {
+pub(crate) fn test_values(count: usize, seed: usize) -> Vec<f32> {
     (0..count).map(|i| ((i * 7919 + seed) % 1000) as f32 / 1000.0 - 0.5).collect()
 }
 

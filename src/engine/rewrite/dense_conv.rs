@@ -15,10 +15,10 @@
 //! other (a batch rewritten by `conv_batch` is one group per image, its weights repeated: they
 //! are packed once). A convolution reads through the reshapes in front of it (they move no
 //! value): `conv_batch`'s reshape of the batch into groups would otherwise copy an input the
-//! caller prepared once ([`super::onnx::PreparedInputs`]), as tract copies what it does not
+//! caller prepared once, as tract copies what it does not
 //! own before reshaping it.
 
-use super::dense_kernel::{Isa, PackedWeights};
+use crate::engine::kernels::dense_tiles::{Isa, PackedWeights};
 use super::fused_activation::FusedActivation;
 use std::sync::Arc;
 use tract_onnx::tract_core::ops::cnn::conv::{Conv, KernelFormat};
@@ -276,8 +276,8 @@ impl TypedOp for DenseConv {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::dense_kernel::test_values as values;
-    use crate::run::rewrite_testing::run_rewritten;
+    use crate::engine::kernels::dense_tiles::test_values as values;
+    use super::super::testing::run_rewritten;
     use crate::onnx::{attr_ints, attr_int, value_info, GraphBuilder, FLOAT};
 
 

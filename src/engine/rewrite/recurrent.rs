@@ -28,7 +28,7 @@
 //! sets: `sequence_lens` (per-row lengths), an unknown activation, a direction or a count of
 //! activations ONNX does not define, and non-default attributes on weights computed by nodes.
 
-use super::exact_ops::{AFFINE, ELU, SIGMOID, TANH};
+use crate::engine::kernels::exact_ops::{AFFINE, ELU, SIGMOID, TANH};
 use crate::onnx::{attr_float, attr_int, attr_ints, GraphBuilder, FLOAT};
 use tract_onnx::pb;
 
@@ -307,7 +307,7 @@ impl Body {
         self.graph.constant(base, &[], vec![value])
     }
 
-    /// `activation(x)` with ONNX ops and the exact ones of [`super::exact_ops`].
+    /// `activation(x)` with ONNX ops and the exact ones of [`crate::engine::kernels::exact_ops`].
     fn activation(&mut self, activation: Activation, x: &str) -> String {
         match activation {
             Activation::Relu => self.op("Relu", &[x], vec![], "relu"),

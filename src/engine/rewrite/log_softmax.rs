@@ -60,18 +60,20 @@ impl Expansion for StableLogSoftmax {
 #[cfg(test)]
 mod tests {
     use crate::onnx::{attr_int, value_info, GraphBuilder, FLOAT};
-    use crate::run::{NamedTensors, OnnxPolicy, TensorData};
+    use tract_onnx::prelude::*;
 
-    /// LogSoftmax of `rows` (each `width` long) in a model of `opset`, on the runner.
+    /// LogSoftmax of `rows` (each `width` long) in a model of `opset`, on the engine's plan.
     fn run(rows: &[Vec<f32>], opset: i64, axis: Option<i64>) -> Vec<f32> {
         let width = rows[0].len() as i64;
         let mut graph = GraphBuilder::default();
         let attributes = axis.map(|a| vec![attr_int("axis", a)]).unwrap_or_default();
         graph.node_into("LogSoftmax", vec!["x".into()], attributes, "y");
         let model = graph.finish("log_softmax", opset, vec![value_info("x", FLOAT, &[-1, width])], vec![value_info("y", FLOAT, &[-1, width])], "test");
-        let policy = OnnxPolicy::from_proto(model, "log_softmax", Default::default()).unwrap();
-        let inputs: NamedTensors = [("x".to_string(), TensorData { shape: vec![rows.len(), width as usize], data: rows.concat() })].into();
-        policy.run(&inputs).unwrap()["y"].data.clone()
+        let shape = vec![rows.len(), width as usize];
+        let mut plan = crate::engine::build_plan(&model, std::slice::from_ref(&shape)).unwrap();
+        let input = Tensor::from_shape(&shape, &rows.concat()).unwrap();
+        let outputs = crate::engine::run_plan(&mut plan, tvec![input.into_tvalue()]).unwrap();
+        outputs[0].try_as_plain_ram().unwrap().as_slice::<f32>().unwrap().to_vec()
     }
 
     /// log softmax in float64.

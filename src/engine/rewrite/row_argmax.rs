@@ -1,7 +1,6 @@
-//! The deterministic actions of discrete branches: the index of each row's largest (or
-//! smallest) value.
+//! The index of each row's largest (or smallest) value.
 //!
-//! A model API 3 policy's `deterministic_discrete_actions` is an `ArgMax` over each branch's
+//! A policy's deterministic discrete actions are an `ArgMax` over each branch's
 //! probabilities. tract 0.23 reduces a float32 axis to its arg-max through ndarray's generic
 //! per-lane iteration (a view, an index conversion and a closure per row): at batch 64 of the
 //! recurrent benchmark network that was ~7% of the whole decision (perf), for 64 rows of 5

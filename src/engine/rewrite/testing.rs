@@ -9,7 +9,7 @@ use tract_onnx::prelude::*;
 /// runner's framework, decluttered, passed to `rewrite`, optimised and run; with what
 /// `rewrite` returned (how many nodes it replaced, or what it counted).
 pub fn run_rewritten(model: &ModelProto, input: &Tensor, rewrite: impl FnOnce(&mut TypedModel) -> TractResult<usize>) -> TractResult<(Vec<Vec<f32>>, usize)> {
-    let mut inference = super::onnx::tract_framework().model_for_proto_model(model)?;
+    let mut inference = crate::engine::framework().model_for_proto_model(model)?;
     inference.set_input_fact(0, InferenceFact::dt_shape(input.datum_type(), input.shape()))?;
     let mut typed = inference.into_typed()?.into_decluttered()?;
     let counted = rewrite(&mut typed)?;

@@ -218,8 +218,8 @@ impl TypedOp for InputArithmetic {
 mod tests {
     use super::*;
     use crate::onnx::{value_info, GraphBuilder, FLOAT};
-    use crate::run::dense_kernel::test_values as values;
-    use crate::run::rewrite_testing::run_rewritten;
+    use crate::engine::kernels::dense_tiles::test_values as values;
+    use super::super::testing::run_rewritten;
 
     /// An ML-Agents normalizer on `[rows, 7]` (`Sub` and `Div` by rows of constants, `Clip` to
     /// ±1.5) then `Sub` from a row of constants (the constant first), `extra` after the input
