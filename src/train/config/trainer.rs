@@ -1,0 +1,204 @@
+//! A behavior's trainer settings: the trainer type and every section of a `behaviors:` entry
+//! (or `default_settings`) resolved into [`TrainerSettings`], a behavior's own keys over the
+//! defaults, field by field.
+
+use super::context::Context;
+use super::hyperparameters::{Hyperparameters, RawHyperparameters};
+use super::network::{NetworkSettings, RawNetworkSettings};
+use super::reward_signals::{RawRewardSignals, RewardSignal};
+use super::self_play::RawSelfPlay;
+use super::ConfigError;
+use crate::train::memory_cost;
+use crate::train::self_play::SelfPlaySettings;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Every `trainer_type` ML-Agents 0.28 knows (this trainer implements `ppo`).
+pub const KNOWN_TRAINER_TYPES: [&str; 3] = ["ppo", "sac", "poca"];
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTrainerSettings {
+    pub(super) trainer_type: Option<String>,
+    pub(super) hyperparameters: Option<RawHyperparameters>,
+    pub(super) network_settings: Option<RawNetworkSettings>,
+    pub(super) reward_signals: Option<RawRewardSignals>,
+    pub(super) init_path: Option<String>,
+    pub(super) keep_checkpoints: Option<i64>,
+    pub(super) checkpoint_interval: Option<f64>,
+    pub(super) max_steps: Option<f64>,
+    pub(super) time_horizon: Option<usize>,
+    pub(super) summary_freq: Option<usize>,
+    pub(super) threaded: Option<bool>,
+    pub(super) self_play: Option<RawSelfPlay>,
+    pub(super) behavioral_cloning: Option<serde_norway::Value>,
+}
+
+/// Everything one behavior's trainer uses, every default filled in.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrainerSettings {
+    pub trainer_type: String,
+    pub hyperparameters: Hyperparameters,
+    pub network_settings: NetworkSettings,
+    pub reward_signals: BTreeMap<String, RewardSignal>,
+    pub init_path: Option<String>,
+    pub keep_checkpoints: i64,
+    pub checkpoint_interval: u64,
+    pub max_steps: u64,
+    pub time_horizon: usize,
+    pub summary_freq: usize,
+    pub threaded: bool,
+    /// `self_play`, when the behavior has the block.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub self_play: Option<SelfPlaySettings>,
+}
+
+impl TrainerSettings {
+    /// The sizes that turn into memory ([`memory_cost`]).
+    pub fn sizes(&self) -> memory_cost::Sizes {
+        memory_cost::Sizes {
+            buffer_size: self.hyperparameters.buffer_size,
+            time_horizon: self.time_horizon,
+            hidden_units: self.network_settings.hidden_units,
+            num_layers: self.network_settings.num_layers,
+            memory_size: self.network_settings.memory.map(|m| m.memory_size),
+            window: self.self_play.as_ref().map(|s| s.window),
+        }
+    }
+}
+
+impl Context<'_> {
+    pub(super) fn resolve(&self, name: &str, s: &RawTrainerSettings, base: Option<&RawTrainerSettings>) -> Result<TrainerSettings, ConfigError> {
+        let empty = RawTrainerSettings::default();
+        let b = base.unwrap_or(&empty);
+        let trainer_type = self.supported_features(name, s, b)?;
+        let hyperparameters = Self::hyperparameters(s.hyperparameters.as_ref(), b.hyperparameters.as_ref());
+        if hyperparameters.shared_critic {
+            return Err(self.unsupported(&format!("shared_critic of {name}"), "shared_critic", name, "separate actor and critic only"));
+        }
+        let network_settings = self.network(name, s.network_settings.as_ref(), b.network_settings.as_ref())?;
+        let reward_signals = self.reward_signals(name, s.reward_signals.as_ref(), b.reward_signals.as_ref())?;
+        let steps = |key: &str, v: Option<f64>, least: f64| -> Result<Option<u64>, ConfigError> {
+            match v {
+                Some(x) if !x.is_finite() || x < least || x > u64::MAX as f64 => {
+                    Err(self.out_of_range(name, key, x, &format!("it must be a whole number of steps, at least {least}")))
+                }
+                other => Ok(other.map(|x| x as u64)),
+            }
+        };
+        let checkpoint_interval = steps("checkpoint_interval", s.checkpoint_interval.or(b.checkpoint_interval), 1.0)?;
+        let max_steps = steps("max_steps", s.max_steps.or(b.max_steps), 0.0)?;
+        let settings = TrainerSettings {
+            trainer_type,
+            hyperparameters,
+            network_settings,
+            reward_signals,
+            init_path: s.init_path.clone().or_else(|| b.init_path.clone()),
+            keep_checkpoints: s.keep_checkpoints.or(b.keep_checkpoints).unwrap_or(5),
+            checkpoint_interval: checkpoint_interval.unwrap_or(500_000),
+            max_steps: max_steps.unwrap_or(500_000),
+            time_horizon: s.time_horizon.or(b.time_horizon).unwrap_or(64),
+            summary_freq: s.summary_freq.or(b.summary_freq).unwrap_or(50_000),
+            threaded: s.threaded.or(b.threaded).unwrap_or(false),
+            self_play: None,
+        };
+        let invalid = |message: String| ConfigError::Invalid { file: self.file.into(), message: format!("{name}: {message}") };
+        let h = &settings.hyperparameters;
+        if h.batch_size == 0 || h.buffer_size < h.batch_size {
+            return Err(invalid(format!("buffer_size ({}) must be at least batch_size ({}) and both positive", h.buffer_size, h.batch_size)));
+        }
+        if settings.time_horizon == 0 || settings.summary_freq == 0 || h.num_epoch == 0 {
+            return Err(invalid("time_horizon, summary_freq and num_epoch must be positive".into()));
+        }
+        if let Some(memory) = settings.network_settings.memory.filter(|m| m.sequence_length > h.batch_size) {
+            let rule = format!("When using memory, sequence length must be less than or equal to batch size ({}).", h.batch_size);
+            return Err(self.out_of_range(name, "sequence_length", memory.sequence_length, &rule));
+        }
+        self.check_ranges(name, &settings)?;
+        let self_play = match s.self_play.as_ref().or(b.self_play.as_ref()) {
+            Some(raw) => Some(self.self_play(name, raw, settings.max_steps)?),
+            None => None,
+        };
+        let settings = TrainerSettings { self_play, ..settings };
+        self.check_memory(name, &settings)?;
+        Ok(settings)
+    }
+
+    /// The trainer type, once the features this trainer lacks are refused by name: another
+    /// trainer type (an unknown one is out of range), behavioral cloning.
+    pub(super) fn supported_features(&self, name: &str, s: &RawTrainerSettings, b: &RawTrainerSettings) -> Result<String, ConfigError> {
+        let trainer_type = s.trainer_type.clone().or_else(|| b.trainer_type.clone()).unwrap_or_else(|| "ppo".into());
+        if trainer_type != "ppo" {
+            if !KNOWN_TRAINER_TYPES.contains(&trainer_type.as_str()) {
+                return Err(ConfigError::OutOfRange {
+                    file: self.file.into(),
+                    line: self.line_of("trainer_type", name),
+                    behavior: name.into(),
+                    key: "trainer_type".into(),
+                    value: trainer_type,
+                    rule: format!("ML-Agents knows {}", KNOWN_TRAINER_TYPES.join(", ")),
+                });
+            }
+            return Err(self.unsupported(&format!("trainer_type {trainer_type} of {name}"), "trainer_type", name, "only ppo"));
+        }
+        if s.behavioral_cloning.is_some() || b.behavioral_cloning.is_some() {
+            return Err(self.unsupported(&format!("behavioral_cloning of {name}"), "behavioral_cloning", name, "PPO with the extrinsic reward only"));
+        }
+        Ok(trainer_type)
+    }
+
+    /// Names a `trainer_type` ML-Agents knows and this trainer does not implement, from a
+    /// lenient reading of the YAML (anything malformed is left for the strict parse).
+    pub(super) fn refuse_unsupported_trainers(&self) -> Result<(), ConfigError> {
+        let Ok(document) = serde_norway::from_str::<serde_norway::Value>(self.text) else { return Ok(()) };
+        let trainer_of = |settings: &serde_norway::Value| settings.get("trainer_type").and_then(|t| t.as_str()).map(str::to_string);
+        let mut sections: Vec<(String, String)> = vec![];
+        if let Some(trainer) = document.get("default_settings").and_then(trainer_of) {
+            sections.push(("default_settings".into(), trainer));
+        }
+        if let Some(behaviors) = document.get("behaviors").and_then(|b| b.as_mapping()) {
+            for (name, settings) in behaviors {
+                if let (Some(name), Some(trainer)) = (name.as_str(), trainer_of(settings)) {
+                    sections.push((name.to_string(), trainer));
+                }
+            }
+        }
+        match sections.into_iter().find(|(_, trainer)| trainer != "ppo" && KNOWN_TRAINER_TYPES.contains(&trainer.as_str())) {
+            Some((name, trainer)) => Err(self.unsupported(&format!("trainer_type {trainer} of {name}"), "trainer_type", &name, "only ppo")),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::train::config::RunOptions;
+
+    #[test]
+    fn unsupported_features_name_the_key_and_line() {
+        let cases = [
+            ("behaviors:\n  B:\n    reward_signals:\n      curiosity:\n        strength: 0.02\n", "curiosity", 4),
+            ("behaviors:\n  B:\n    trainer_type: sac\n", "sac", 3),
+        ];
+        for (yaml, what, line) in cases {
+            let e = RunOptions::from_yaml(yaml, "t.yaml").unwrap_err();
+            let text = e.to_string();
+            assert!(text.contains(what) && text.contains(&format!("line {line}")) && text.contains("not supported"), "{text}");
+        }
+    }
+
+    #[test]
+    fn an_unsupported_trainer_is_named_before_its_keys() {
+        let sac = "behaviors:\n  Walker:\n    trainer_type: sac\n    hyperparameters:\n      buffer_init_steps: 1000\n      tau: 0.005\n";
+        let e = RunOptions::from_yaml(sac, "t.yaml").unwrap_err().to_string();
+        assert!(e.contains("trainer_type sac of Walker") && e.contains("line 3") && e.contains("not supported"), "{e}");
+        let poca = "default_settings:\n  trainer_type: poca\nbehaviors:\n  B: {}\n";
+        assert!(RunOptions::from_yaml(poca, "t.yaml").unwrap_err().to_string().contains("trainer_type poca"));
+    }
+
+    #[test]
+    fn inconsistent_sizes_are_refused() {
+        let e = RunOptions::from_yaml("behaviors:\n  B:\n    hyperparameters: {batch_size: 64, buffer_size: 32}\n", "t.yaml").unwrap_err();
+        assert!(e.to_string().contains("buffer_size (32)"), "{e}");
+    }
+}
