@@ -8,6 +8,12 @@ does not run it, the float64 evaluation does), initial states given or not, seve
 random combinations of them (PEER_RECURRENT_CASES, default 40, seeds from PEER_RECURRENT_SEED).
 A node with sequence_lens must be refused, naming the node.
 
+The bar is 1e-5 + 1e-4 |value| against the float64 evaluation, or twice onnxruntime's own
+error where that is larger (gates that amplify float32 rounding step after step move every
+float32 engine alike). A random form whose values leave float32 is skipped. onnxruntime's RNN
+reads activation_alpha/beta by direction and takes 0 when they are absent (the ONNX operators'
+defaults otherwise): random RNN forms give them for every direction.
+
 Usage: python peer_recurrent_nodes.py PATH/TO/mlagents-run
 Prints one line per model and batch and a final "N passed, N failed" line.
 """
@@ -195,10 +201,26 @@ def run_ours(runner, path, inputs):
     return {k: np.asarray(v["data"], dtype=np.float64).reshape(v["shape"]) for k, v in outputs.items()}, None
 
 
-def worst_excess(got, expected):
-    """The largest error beyond the bar (<= 0 passes), and the largest error."""
-    error = np.abs(got - expected)
-    return float(np.max(error - (ABSOLUTE + RELATIVE * np.abs(expected)))), float(np.max(error))
+# Forms whose values leave float32 (an unbounded activation over several steps) are not
+# compared: no float32 engine can hold them.
+FLOAT32_LIMIT = 1e30
+# onnxruntime and the float64 evaluation disagree on what a form computes when they differ by
+# more than this share of the value (not by float32 rounding along the sequence).
+SEMANTIC = 1e-2
+# Past this magnitude (unbounded activations compounding over the steps) onnxruntime's own
+# activations overflow (its Softplus is log(1 + exp(x))): its reading is not checked there.
+ORT_CHECKED_MAGNITUDE = 1e6
+
+
+def worst_excess(got, expected, onnxruntime=None):
+    """The largest error beyond the bar (<= 0 passes), and the largest error. The bar is
+    1e-5 + 1e-4 |expected|, or twice onnxruntime's own error where that is larger (a form whose
+    gates amplify float32 rounding step after step moves both engines alike)."""
+    error = np.where(np.isfinite(got), np.abs(got - expected), np.inf)
+    bar = ABSOLUTE + RELATIVE * np.abs(expected)
+    if onnxruntime is not None:
+        bar = np.maximum(bar, 2 * np.where(np.isfinite(onnxruntime), np.abs(onnxruntime - expected), 0.0))
+    return float(np.max(error - bar)), float(np.max(error))
 
 
 def named_forms():
@@ -268,10 +290,11 @@ def random_forms(count, first_seed):
         if op == "GRU":
             form["linear_before_reset"] = int(rng.random() < 0.5)
         if op == "RNN":
-            # onnxruntime's RNN reads entry d for direction d, and fails an assertion on a list
-            # shorter than the directions: give every direction its values, or none.
+            # onnxruntime's RNN reads entry d for direction d, fails an assertion on a list
+            # shorter than the directions, and takes 0 (not the ONNX operator's default) when
+            # the attribute is absent: give every direction its values.
             for key in ("alpha", "beta"):
-                form[key] = form[key][:directions] if len(form[key]) >= directions else []
+                form[key] = [float(v) for v in rng.uniform(0.05, 1.2, size=directions)]
         forms.append(form)
     return forms
 
@@ -301,13 +324,20 @@ def check_form(runner, folder, form):
             expected = {"Y": np.transpose(y, (2, 0, 1, 3)), "Y_h": np.swapaxes(y_h, 0, 1), "Y_c": np.swapaxes(y_c, 0, 1)}
         names = ["Y", "Y_h"] + (["Y_c"] if form["op"] == "LSTM" else [])
         problems, worst = [], 0.0
+        if any(not np.all(np.isfinite(v)) or np.max(np.abs(v)) > FLOAT32_LIMIT for v in expected.values()):
+            results.append((None, f"skip {form['op']} {form['name']} batch {batch}: its values leave float32"))
+            continue
+        ort_outputs = {}
         try:
             session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-            ort_outputs = dict(zip(names, session.run(names, inputs)))
+            ort_outputs = {k: v.astype(np.float64) for k, v in zip(names, session.run(names, inputs))}
             for name in names:
-                excess, error = worst_excess(ort_outputs[name].astype(np.float64), expected[name])
-                if excess > 0:
-                    problems.append(f"onnxruntime {name} is {error:.2e} from the float64 evaluation (the reference is wrong)")
+                if np.max(np.abs(expected[name])) > ORT_CHECKED_MAGNITUDE:
+                    continue
+                finite = np.isfinite(ort_outputs[name])
+                error = np.abs(ort_outputs[name] - expected[name])[finite]
+                if error.size and np.max(error - SEMANTIC * np.abs(expected[name])[finite]) > ABSOLUTE:
+                    problems.append(f"onnxruntime {name} is {np.max(error):.2e} from the float64 evaluation (the reference reads the form otherwise)")
             engine = "onnxruntime and float64"
         except Exception:  # noqa: BLE001 (onnxruntime refuses batch-first recurrences)
             engine = "float64 (onnxruntime does not run it)"
@@ -320,7 +350,7 @@ def check_form(runner, folder, form):
                 if got.shape != expected[name].shape:
                     problems.append(f"{name}: shape {got.shape} vs {expected[name].shape}")
                     continue
-                excess, error = worst_excess(got, expected[name])
+                excess, error = worst_excess(got, expected[name], ort_outputs.get(name))
                 worst = max(worst, error)
                 if excess > 0:
                     problems.append(f"{name}: max abs error {error:.2e}")
@@ -349,18 +379,21 @@ def main():
     runner = sys.argv[1]
     count = int(os.environ.get("PEER_RECURRENT_CASES", "40"))
     first_seed = int(os.environ.get("PEER_RECURRENT_SEED", "1"))
-    passed = failed = 0
+    passed = failed = skipped = 0
     with tempfile.TemporaryDirectory() as folder:
         for form in named_forms() + random_forms(count, first_seed):
             for ok, line in check_form(runner, folder, form):
-                passed += ok
-                failed += not ok
+                if ok is None:
+                    skipped += 1
+                else:
+                    passed += ok
+                    failed += not ok
                 print(line, flush=True)
         ok, line = check_refusal(runner, folder)
         passed += ok
         failed += not ok
         print(line)
-    print(f"{passed} passed, {failed} failed")
+    print(f"{passed} passed, {failed} failed ({skipped} skipped: their values leave float32)")
     sys.exit(1 if failed else 0)
 
 
