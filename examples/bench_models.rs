@@ -29,6 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             num_layers,
             normalize,
             memory_size,
+            continuous_head: mlagents::policy::ContinuousHead::default(),
         };
         let weights = Weights::random(&description, k as u64);
         std::fs::write(dir.join(format!("{name}.onnx")), mlagents::onnx::export::to_onnx_bytes(&description, &weights)?)?;

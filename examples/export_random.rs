@@ -25,6 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             num_layers: 2,
             normalize,
             memory_size,
+            continuous_head: mlagents::policy::ContinuousHead::default(),
         };
         let weights = Weights::random(&description, k as u64);
         std::fs::write(dir.join(format!("{name}.onnx")), to_onnx_bytes(&description, &weights)?)?;

@@ -20,6 +20,7 @@ fn check(name: &str, observation_shapes: Vec<Vec<usize>>, action_spec: ActionSpe
         num_layers: 1,
         normalize: true,
         memory_size: 0,
+        continuous_head: mlagents::policy::ContinuousHead::default(),
     };
     let weights = Weights::random(&d, seed);
     let n = 6;

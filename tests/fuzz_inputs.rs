@@ -546,6 +546,7 @@ fn checkpoint_files_give_checkpoints_or_errors() {
         creation_time: 0.0,
         curriculum: None,
         self_play: None,
+        trainer_state: None,
     };
     let weights = mlagents::policy::Weights::random(&policy, 3);
     let json_path = Checkpoint::write(&dir, description, &weights).unwrap();

@@ -10,7 +10,7 @@ mod common;
 use common::{event_file, finish, scalars, spawn_learn_on, temp_dir};
 use mlagents::checkpoint::{self, Checkpoint};
 use mlagents::train::config::RunOptions;
-use mlagents::train::ppo::learn::{learn, LearnOptions};
+use mlagents::train::session::{learn, LearnOptions};
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::Duration;

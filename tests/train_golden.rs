@@ -4,7 +4,7 @@
 #![cfg(feature = "train")]
 
 use mlagents::train::config::RunOptions;
-use mlagents::train::ppo::learn::{learn, LearnOptions};
+use mlagents::train::session::{learn, LearnOptions};
 
 mod common;
 

@@ -7,7 +7,7 @@ mod common;
 
 use common::{event_file, finish, scalars, spawn_learn, temp_dir};
 use mlagents::train::config::RunOptions;
-use mlagents::train::ppo::learn::{learn, LearnOptions};
+use mlagents::train::session::{learn, LearnOptions};
 use std::time::Duration;
 
 /// ML-Agents' `ppo_dummy_config` (lr 5e-3 constant, beta and epsilon linear).

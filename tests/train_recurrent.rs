@@ -7,7 +7,7 @@
 mod common;
 
 use mlagents::train::config::RunOptions;
-use mlagents::train::ppo::learn::{learn, LearnOptions};
+use mlagents::train::session::{learn, LearnOptions};
 
 /// `test_recurrent_ppo`'s configuration (ppo_dummy_config with memory and its overrides).
 fn recurrent_config(memory: bool, seed: i64) -> RunOptions {

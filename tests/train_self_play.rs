@@ -10,7 +10,7 @@ use common::{event_file, finish, scalars, spawn_learn_on, temp_dir};
 use mlagents::checkpoint::{self, Checkpoint, ROLLOUT_PREFIX};
 use std::time::Duration;
 use mlagents::train::config::RunOptions;
-use mlagents::train::ppo::learn::{learn, BehaviorResult, LearnOptions};
+use mlagents::train::session::{learn, BehaviorResult, LearnOptions};
 use std::collections::BTreeMap;
 
 const SEEDS: [i64; 3] = [1337, 1338, 1339];

@@ -9,7 +9,7 @@ use crate::spec::model::{self, ModelInput};
 use super::model::{Activation, Input, Layer, LayerType, Memory, NnModel, WeightType};
 use super::writer::TensorBlob;
 use super::FORMAT_VERSION;
-use crate::policy::{names, PolicyDescription, PolicyError, SimpleVisualEncoder, WeightTensor, Weights, NORMALIZATION_CLIP};
+use crate::policy::{names, ContinuousHead, PolicyDescription, PolicyError, SimpleVisualEncoder, WeightTensor, Weights, LOG_SIGMA_BOUNDS, NORMALIZATION_CLIP};
 
 struct NnBuilder {
     blob: TensorBlob,
@@ -152,7 +152,7 @@ pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnMod
         vec![]
     };
     if actions.continuous_size > 0 {
-        continuous_head(&mut b, &x, weights)?;
+        continuous_head(&mut b, &x, weights, description.continuous_head)?;
     } else {
         let total: usize = actions.discrete_branches.iter().sum();
         inputs.push(Input { name: model::ACTION_MASKS.into(), shape: vec![-1, 1, 1, total as i32] });
@@ -299,17 +299,32 @@ fn encodings(b: &mut NnBuilder, description: &PolicyDescription, weights: &Weigh
     })
 }
 
-/// Continuous actions: clip(mu + exp(log_std) * N(0, 1), -3, 3) / 3 as `action` (the
-/// deterministic action is clip(mu, -3, 3) / 3).
-fn continuous_head(b: &mut NnBuilder, x: &str, weights: &Weights) -> Result<(), PolicyError> {
+/// Continuous actions as `action`: PPO's head clip(mu + exp(log_std) * N(0, 1), -3, 3) / 3
+/// (its deterministic action is clip(mu, -3, 3) / 3); SAC's tanh(mu + exp(log σ) * N(0, 1)) with
+/// log σ a dense layer bounded to [-20, 2].
+fn continuous_head(b: &mut NnBuilder, x: &str, weights: &Weights, head: ContinuousHead) -> Result<(), PolicyError> {
     let mu = b.dense("policy/mu", x, weights, names::MU_WEIGHT, names::MU_BIAS)?;
-    let log_std = b.constant("policy/log_std", &weights.get(names::LOG_SIGMA)?.data)?;
+    let log_std = match head {
+        ContinuousHead::Clipped => b.constant("policy/log_std", &weights.get(names::LOG_SIGMA)?.data)?,
+        ContinuousHead::Squashed => {
+            let layer = b.dense("policy/log_std_dense", x, weights, names::LOG_SIGMA_WEIGHT, names::LOG_SIGMA_BIAS)?;
+            let (low, high) = LOG_SIGMA_BOUNDS;
+            let low = b.constant("policy/log_std_low", &[low])?;
+            let high = b.constant("policy/log_std_high", &[high])?;
+            let lower = b.layer("policy/log_std_max", LayerType::Max, &[&layer, &low]);
+            b.layer("policy/log_std", LayerType::Min, &[&lower, &high])
+        }
+    };
     let std = b.activation("policy/std", Activation::Exp, &log_std);
     let mut noise = Layer::new("policy/epsilon", LayerType::RandomNormal, &[&mu]);
     (noise.alpha, noise.beta) = (1.0, 0.0);
     b.layers.push(noise);
     let scaled = b.layer("policy/scaled_noise", LayerType::Mul, &["policy/epsilon", &std]);
     let sample = b.layer("policy/sample", LayerType::Add, &[&mu, &scaled]);
+    if head == ContinuousHead::Squashed {
+        b.activation(model::ACTION, Activation::Tanh, &sample);
+        return Ok(());
+    }
     let low = b.constant("policy/clip_low", &[-model::ACTION_CLIP])?;
     let high = b.constant("policy/clip_high", &[model::ACTION_CLIP])?;
     let three = b.constant("policy/three", &[model::ACTION_CLIP])?;

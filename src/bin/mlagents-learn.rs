@@ -11,7 +11,7 @@ use anyhow::{bail, Result};
 use mlagents::train::run_folder::{RunFolder, StartMode};
 use clap::Parser;
 use mlagents::train::config::{CommandLineOverrides, RunOptions};
-use mlagents::train::ppo::learn::{learn_observed, LearnObserver, LearnOptions};
+use mlagents::train::session::{learn_observed, LearnObserver, LearnOptions};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::path::PathBuf;
 use std::time::Duration;

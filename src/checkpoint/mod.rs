@@ -88,6 +88,10 @@ pub struct CheckpointDescription {
     /// its snapshots among the tensors (`selfplay.*`), when the behavior plays itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub self_play: Option<serde_json::Value>,
+    /// What the trainer type keeps beyond tensors (SAC: its update counters), so that
+    /// `--resume` continues exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trainer_state: Option<serde_json::Value>,
 }
 
 /// The state of a run's lessons as one checkpoint records it: every parameter's lesson and
@@ -309,6 +313,7 @@ mod tests {
                 num_layers: 1,
                 normalize: true,
                 memory_size: 0,
+                continuous_head: crate::policy::ContinuousHead::default(),
             },
             optimizer: AdamState { step: 7, beta1: 0.9, beta2: 0.999, epsilon: 1e-8 },
             weights_file: String::new(),
@@ -317,6 +322,7 @@ mod tests {
             creation_time: 0.0,
             curriculum: None,
             self_play: None,
+            trainer_state: None,
         }
     }
 

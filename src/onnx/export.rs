@@ -5,7 +5,7 @@
 
 use crate::spec::model::{self, ModelInput};
 use super::{attr_float, attr_int, attr_ints, value_info, GraphBuilder, FLOAT, INT64};
-use crate::policy::{names, PolicyDescription, PolicyError, SimpleVisualEncoder, Weights, NORMALIZATION_CLIP};
+use crate::policy::{names, ContinuousHead, PolicyDescription, PolicyError, SimpleVisualEncoder, Weights, LOG_SIGMA_BOUNDS, NORMALIZATION_CLIP};
 use prost::Message;
 use tract_onnx::pb::{attribute_proto::AttributeType, AttributeProto, ModelProto, TensorProto, ValueInfoProto};
 
@@ -167,26 +167,47 @@ fn masked_branch_probabilities(g: &mut GraphBuilder, h: &str, description: &Poli
     Ok(probabilities)
 }
 
-/// The Gaussian head: returns (clip(mu + σ·N(0,1), -3, 3) / 3 written to `sampled_name`,
-/// clip(mu, -3, 3) / 3 written to `deterministic_name` when given).
-fn continuous_head(g: &mut GraphBuilder, h: &str, weights: &Weights, c: usize, sampled_name: &str, deterministic_name: Option<&str>) -> Result<(), PolicyError> {
+/// The Gaussian head: the sampled action written to `sampled_name` and, when given, the
+/// deterministic one to `deterministic_name`. PPO's head (a free log σ): clip(μ + σ·N(0,1),
+/// -3, 3) / 3 and clip(μ, -3, 3) / 3; SAC's (log σ = Clip(Gemm(h), -20, 2)): tanh(μ + σ·N(0,1))
+/// and tanh(μ).
+fn continuous_head(g: &mut GraphBuilder, h: &str, weights: &Weights, head: ContinuousHead, c: usize, sampled_name: &str, deterministic_name: Option<&str>) -> Result<(), PolicyError> {
     let mu = linear(g, h.to_string(), weights, names::MU_WEIGHT, names::MU_BIAS)?;
-    let log_sigma = weights.get(names::LOG_SIGMA)?;
-    let log_sigma = g.constant(names::LOG_SIGMA, &[1, c as i64], log_sigma.data.clone());
-    let zero = g.constant("zero", &[], vec![0.0]);
-    let mu_zero = g.node("Mul", vec![mu.clone(), zero], vec![], "log_sigma");
-    let broadcast = g.node("Add", vec![mu_zero, log_sigma], vec![], "log_sigma");
-    let std = g.node("Exp", vec![broadcast], vec![], "std");
+    let log_sigma = match head {
+        ContinuousHead::Clipped => {
+            let log_sigma = weights.get(names::LOG_SIGMA)?;
+            let log_sigma = g.constant(names::LOG_SIGMA, &[1, c as i64], log_sigma.data.clone());
+            let zero = g.constant("zero", &[], vec![0.0]);
+            let mu_zero = g.node("Mul", vec![mu.clone(), zero], vec![], "log_sigma");
+            g.node("Add", vec![mu_zero, log_sigma], vec![], "log_sigma")
+        }
+        ContinuousHead::Squashed => {
+            let layer = linear(g, h.to_string(), weights, names::LOG_SIGMA_WEIGHT, names::LOG_SIGMA_BIAS)?;
+            let (low, high) = LOG_SIGMA_BOUNDS;
+            g.node("Clip", vec![layer], vec![attr_float("min", low), attr_float("max", high)], "log_sigma")
+        }
+    };
+    let std = g.node("Exp", vec![log_sigma], vec![], "std");
     let noise = g.node("RandomNormalLike", vec![mu.clone()], vec![attr_float("mean", 0.0), attr_float("scale", 1.0)], "noise");
     let scaled = g.node("Mul", vec![noise, std], vec![], "sample");
     let sample = g.node("Add", vec![mu.clone(), scaled], vec![], "sample");
-    let three = g.constant("three", &[], vec![model::ACTION_CLIP]);
-    let clip = [attr_float("min", -model::ACTION_CLIP), attr_float("max", model::ACTION_CLIP)];
-    let clipped = g.node("Clip", vec![sample], clip.to_vec(), "continuous");
-    g.node_into("Div", vec![clipped, three.clone()], vec![], sampled_name);
-    if let Some(name) = deterministic_name {
-        let clipped_mu = g.node("Clip", vec![mu], clip.to_vec(), "deterministic");
-        g.node_into("Div", vec![clipped_mu, three], vec![], name);
+    match head {
+        ContinuousHead::Clipped => {
+            let three = g.constant("three", &[], vec![model::ACTION_CLIP]);
+            let clip = [attr_float("min", -model::ACTION_CLIP), attr_float("max", model::ACTION_CLIP)];
+            let clipped = g.node("Clip", vec![sample], clip.to_vec(), "continuous");
+            g.node_into("Div", vec![clipped, three.clone()], vec![], sampled_name);
+            if let Some(name) = deterministic_name {
+                let clipped_mu = g.node("Clip", vec![mu], clip.to_vec(), "deterministic");
+                g.node_into("Div", vec![clipped_mu, three], vec![], name);
+            }
+        }
+        ContinuousHead::Squashed => {
+            g.node_into("Tanh", vec![sample], vec![], sampled_name);
+            if let Some(name) = deterministic_name {
+                g.node_into("Tanh", vec![mu], vec![], name);
+            }
+        }
     }
     Ok(())
 }
@@ -253,7 +274,7 @@ pub fn to_onnx_api(description: &PolicyDescription, weights: &Weights, api: Onnx
     constant_output(&mut g, model::MEMORY_SIZE, &[1], vec![m as f32]);
     let c = actions.continuous_size;
     if c > 0 {
-        continuous_head(&mut g, &h, weights, c, model::CONTINUOUS_ACTIONS, Some(model::DETERMINISTIC_CONTINUOUS_ACTIONS))?;
+        continuous_head(&mut g, &h, weights, description.continuous_head, c, model::CONTINUOUS_ACTIONS, Some(model::DETERMINISTIC_CONTINUOUS_ACTIONS))?;
         constant_output(&mut g, model::CONTINUOUS_ACTION_OUTPUT_SHAPE, &[1], vec![c as f32]);
         outputs.push(value_info(model::CONTINUOUS_ACTIONS, FLOAT, &[-1, c as i64]));
         outputs.push(value_info(model::CONTINUOUS_ACTION_OUTPUT_SHAPE, FLOAT, &[1]));
@@ -300,7 +321,7 @@ fn to_onnx_v2(mut g: GraphBuilder, description: &PolicyDescription, weights: &We
     let continuous = actions.continuous_size > 0;
     let width = if continuous { actions.continuous_size } else { actions.mask_len() };
     if continuous {
-        continuous_head(&mut g, &h, weights, width, model::ACTION, None)?;
+        continuous_head(&mut g, &h, weights, description.continuous_head, width, model::ACTION, None)?;
     } else {
         inputs.push(value_info(model::ACTION_MASKS, FLOAT, &[-1, width as i64]));
         // log(p + 1e-7): masked actions get about -16 instead of -inf.

@@ -29,7 +29,43 @@ pub struct PolicyDescription {
     pub num_layers: usize,
     pub normalize: bool,
     pub memory_size: usize,
+    /// How continuous actions come out of the Gaussian (PPO's clip, SAC's tanh squashing).
+    #[serde(default, skip_serializing_if = "ContinuousHead::is_clipped")]
+    pub continuous_head: ContinuousHead,
 }
+
+/// How a policy's continuous actions come out of its Gaussian.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContinuousHead {
+    /// PPO's: a free log σ `[1, c]`; actions clip(x, -3, 3) / 3, the deterministic one
+    /// clip(μ, -3, 3) / 3.
+    #[default]
+    Clipped,
+    /// SAC's: log σ = clamp(Linear(h), -20, 2), a state-dependent layer; actions tanh(x), the
+    /// deterministic one tanh(μ) (0.28 exports the raw μ, a bug: sac.md §9 row 6).
+    Squashed,
+}
+
+impl ContinuousHead {
+    pub fn is_clipped(&self) -> bool {
+        *self == ContinuousHead::Clipped
+    }
+
+    /// The action sent to the environment for a Gaussian value `x` (a sample or the mean).
+    pub fn action(self, x: f32) -> f32 {
+        match self {
+            ContinuousHead::Clipped => x.clamp(-ACTION_CLIP, ACTION_CLIP) / ACTION_CLIP,
+            ContinuousHead::Squashed => x.tanh(),
+        }
+    }
+}
+
+/// PPO's clip of continuous actions (`clip(x, -3, 3) / 3`).
+const ACTION_CLIP: f32 = crate::spec::model::ACTION_CLIP;
+
+/// SAC's bounds on its state-dependent log σ.
+pub const LOG_SIGMA_BOUNDS: (f32, f32) = (-20.0, 2.0);
 
 /// Why weights cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +116,9 @@ pub mod names {
     pub const MU_WEIGHT: &str = "action_model._continuous_distribution.mu.weight";
     pub const MU_BIAS: &str = "action_model._continuous_distribution.mu.bias";
     pub const LOG_SIGMA: &str = "action_model._continuous_distribution.log_sigma";
+    /// SAC's state-dependent log σ layer.
+    pub const LOG_SIGMA_WEIGHT: &str = "action_model._continuous_distribution.log_sigma.weight";
+    pub const LOG_SIGMA_BIAS: &str = "action_model._continuous_distribution.log_sigma.bias";
     pub fn branch_weight(b: usize) -> String {
         format!("action_model._discrete_distribution.branches.{b}.weight")
     }
@@ -193,6 +232,7 @@ impl PolicyDescription {
         compare("num_layers", self.num_layers.to_string(), other.num_layers.to_string());
         compare("normalize", self.normalize.to_string(), other.normalize.to_string());
         compare("memory_size", self.memory_size.to_string(), other.memory_size.to_string());
+        compare("continuous head", format!("{:?}", self.continuous_head), format!("{:?}", other.continuous_head));
         found
     }
 
@@ -263,7 +303,13 @@ impl PolicyDescription {
         if c > 0 {
             shapes.push((names::MU_WEIGHT.into(), vec![c, width]));
             shapes.push((names::MU_BIAS.into(), vec![c]));
-            shapes.push((names::LOG_SIGMA.into(), vec![1, c]));
+            match self.continuous_head {
+                ContinuousHead::Clipped => shapes.push((names::LOG_SIGMA.into(), vec![1, c])),
+                ContinuousHead::Squashed => {
+                    shapes.push((names::LOG_SIGMA_WEIGHT.into(), vec![c, width]));
+                    shapes.push((names::LOG_SIGMA_BIAS.into(), vec![c]));
+                }
+            }
         }
         for (b, k) in self.action_spec.discrete_branches.iter().enumerate() {
             shapes.push((names::branch_weight(b), vec![*k, width]));
@@ -497,7 +543,7 @@ pub fn reference_step(
     let mut continuous = vec![];
     if description.action_spec.continuous_size > 0 {
         let mu = linear(&h, n, weights.get(names::MU_WEIGHT)?, weights.get(names::MU_BIAS)?);
-        continuous = mu.iter().map(|m| m.clamp(-3.0, 3.0) / 3.0).collect();
+        continuous = mu.iter().map(|m| description.continuous_head.action(*m)).collect();
     }
     let branches = &description.action_spec.discrete_branches;
     let total: usize = branches.iter().sum();

@@ -2,9 +2,13 @@
 //! ([`config`]), hyperparameter schedules ([`schedule`]), trajectory assembly
 //! ([`trajectory`]), GAE ([`gae`]), statistics and console lines ([`stats`]) and TensorBoard
 //! event files ([`tensorboard`]), the run folder ([`run_folder`]) and its logs ([`run_logs`]);
-//! checkpoints on disk are [`crate::checkpoint`]'s. The networks,
-//! optimizer and update loop are in `ppo` (tch, behind the `train` feature).
+//! checkpoints on disk are [`crate::checkpoint`]'s. Behind the `train` feature (tch): the
+//! session every trainer shares (`session`: environments, trajectories, lessons, self-play,
+//! checkpoints, statistics), what each trainer type implements for it (`algorithm`), the
+//! networks they build on (`networks`), PPO (`ppo`) and SAC (`sac`).
 
+#[cfg(feature = "train")]
+pub mod algorithm;
 pub mod config;
 pub mod curriculum;
 pub mod environment_parameters;
@@ -12,11 +16,17 @@ pub mod error;
 pub mod gae;
 pub mod memory_cost;
 #[cfg(feature = "train")]
+pub mod networks;
+#[cfg(feature = "train")]
 pub mod ppo;
 pub mod run_folder;
 pub mod run_logs;
 pub mod schedule;
 pub mod self_play;
+#[cfg(feature = "train")]
+pub mod sac;
+#[cfg(feature = "train")]
+pub mod session;
 pub mod stats;
 pub mod tensorboard;
 pub mod trajectory;

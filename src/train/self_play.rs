@@ -1,7 +1,7 @@
 //! Self-play as ML-Agents 0.28's ghost trainer does it (self-play.md §1-§5), without the
 //! networks: the `self_play` settings, the controller that rotates the learning team, one
 //! behavior's ghost state (snapshot ring, ratings, the step counters and what each team plays
-//! with) and the ELO update. `train::ppo::ghost` puts networks behind it.
+//! with) and the ELO update. `train::session`'s ghosts put networks behind it.
 //!
 //! Beyond 0.28 (§10): the first learning team is the lowest team id (0.28: hash order), swaps
 //! draw from a seeded stream, and the whole state can be recorded and restored; a restored

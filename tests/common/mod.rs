@@ -41,6 +41,7 @@ pub fn policy_description(
         num_layers: 2,
         normalize,
         memory_size: 0,
+        continuous_head: mlagents::policy::ContinuousHead::default(),
     }
 }
 

@@ -31,7 +31,9 @@ impl Context<'_> {
     pub(super) fn line_of_setting(&self, key: &str, after: &str) -> usize {
         let section = match key {
             "sequence_length" | "memory_size" => Some("memory"),
-            "batch_size" | "buffer_size" | "learning_rate" | "beta" | "epsilon" | "lambd" | "num_epoch" => Some("hyperparameters"),
+            "batch_size" | "buffer_size" | "learning_rate" | "beta" | "epsilon" | "lambd" | "num_epoch" | "buffer_init_steps" | "tau" | "steps_per_update" | "reward_signal_steps_per_update" | "init_entcoef" => {
+                Some("hyperparameters")
+            }
             "hidden_units" | "num_layers" | "normalize" => Some("network_settings"),
             "window" | "save_steps" | "swap_steps" | "team_change" | "play_against_latest_model_ratio" | "initial_elo" => Some("self_play"),
             _ => None,

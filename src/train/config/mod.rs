@@ -27,7 +27,7 @@ pub mod run_settings;
 mod self_play;
 pub mod trainer;
 
-pub use hyperparameters::{Hyperparameters, Schedule};
+pub use hyperparameters::{Hyperparameters, SacHyperparameters, Schedule};
 pub use network::{GoalConditioning, MemorySettings, NetworkSettings, VisualEncoder};
 pub use reward_signals::RewardSignal;
 pub use run_settings::{CheckpointSettings, CommandLineOverrides, EngineSettings, EnvSettings, TorchSettings};
@@ -55,6 +55,8 @@ pub enum ConfigError {
     Invalid { file: String, message: String },
     #[error("{file}, line {line}: {key} of {behavior} is {value}; {rule}")]
     OutOfRange { file: String, line: usize, behavior: String, key: String, value: String, rule: String },
+    #[error("{file}, line {line}: the option {key} was specified in your YAML file for {settings}, but is invalid ({behavior}'s trainer_type has no {key})")]
+    ForeignKey { file: String, line: usize, behavior: String, key: String, settings: String },
     #[error("{file}, line {line}: environment parameter {parameter}: {message}")]
     Parameter { file: String, line: usize, parameter: String, message: String },
 }

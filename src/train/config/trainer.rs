@@ -13,8 +13,12 @@ use crate::train::self_play::SelfPlaySettings;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Every `trainer_type` ML-Agents 0.28 knows (this trainer implements `ppo`).
+/// Every `trainer_type` ML-Agents 0.28 knows.
+
 pub const KNOWN_TRAINER_TYPES: [&str; 3] = ["ppo", "sac", "poca"];
+
+/// The trainer types this crate trains.
+pub const TRAINED_TYPES: [&str; 2] = ["ppo", "sac"];
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -72,7 +76,7 @@ impl Context<'_> {
         let empty = RawTrainerSettings::default();
         let b = base.unwrap_or(&empty);
         let trainer_type = self.supported_features(name, s, b)?;
-        let hyperparameters = Self::hyperparameters(s.hyperparameters.as_ref(), b.hyperparameters.as_ref());
+        let hyperparameters = self.hyperparameters(name, &trainer_type, s.hyperparameters.as_ref(), b.hyperparameters.as_ref())?;
         if hyperparameters.shared_critic {
             return Err(self.unsupported(&format!("shared_critic of {name}"), "shared_critic", name, "separate actor and critic only"));
         }
@@ -128,7 +132,7 @@ impl Context<'_> {
     /// trainer type (an unknown one is out of range), behavioral cloning.
     pub(super) fn supported_features(&self, name: &str, s: &RawTrainerSettings, b: &RawTrainerSettings) -> Result<String, ConfigError> {
         let trainer_type = s.trainer_type.clone().or_else(|| b.trainer_type.clone()).unwrap_or_else(|| "ppo".into());
-        if trainer_type != "ppo" {
+        if !TRAINED_TYPES.contains(&trainer_type.as_str()) {
             if !KNOWN_TRAINER_TYPES.contains(&trainer_type.as_str()) {
                 return Err(ConfigError::OutOfRange {
                     file: self.file.into(),
@@ -139,7 +143,7 @@ impl Context<'_> {
                     rule: format!("ML-Agents knows {}", KNOWN_TRAINER_TYPES.join(", ")),
                 });
             }
-            return Err(self.unsupported(&format!("trainer_type {trainer_type} of {name}"), "trainer_type", name, "only ppo"));
+            return Err(self.unsupported(&format!("trainer_type {trainer_type} of {name}"), "trainer_type", name, "only ppo and sac"));
         }
         if s.behavioral_cloning.is_some() || b.behavioral_cloning.is_some() {
             return Err(self.unsupported(&format!("behavioral_cloning of {name}"), "behavioral_cloning", name, "PPO with the extrinsic reward only"));
@@ -163,8 +167,8 @@ impl Context<'_> {
                 }
             }
         }
-        match sections.into_iter().find(|(_, trainer)| trainer != "ppo" && KNOWN_TRAINER_TYPES.contains(&trainer.as_str())) {
-            Some((name, trainer)) => Err(self.unsupported(&format!("trainer_type {trainer} of {name}"), "trainer_type", &name, "only ppo")),
+        match sections.into_iter().find(|(_, trainer)| !TRAINED_TYPES.contains(&trainer.as_str()) && KNOWN_TRAINER_TYPES.contains(&trainer.as_str())) {
+            Some((name, trainer)) => Err(self.unsupported(&format!("trainer_type {trainer} of {name}"), "trainer_type", &name, "only ppo and sac")),
             None => Ok(()),
         }
     }
@@ -178,7 +182,7 @@ mod tests {
     fn unsupported_features_name_the_key_and_line() {
         let cases = [
             ("behaviors:\n  B:\n    reward_signals:\n      curiosity:\n        strength: 0.02\n", "curiosity", 4),
-            ("behaviors:\n  B:\n    trainer_type: sac\n", "sac", 3),
+            ("behaviors:\n  B:\n    trainer_type: poca\n", "poca", 3),
         ];
         for (yaml, what, line) in cases {
             let e = RunOptions::from_yaml(yaml, "t.yaml").unwrap_err();
@@ -189,9 +193,9 @@ mod tests {
 
     #[test]
     fn an_unsupported_trainer_is_named_before_its_keys() {
-        let sac = "behaviors:\n  Walker:\n    trainer_type: sac\n    hyperparameters:\n      buffer_init_steps: 1000\n      tau: 0.005\n";
-        let e = RunOptions::from_yaml(sac, "t.yaml").unwrap_err().to_string();
-        assert!(e.contains("trainer_type sac of Walker") && e.contains("line 3") && e.contains("not supported"), "{e}");
+        let poca = "behaviors:\n  Walker:\n    trainer_type: poca\n    hyperparameters:\n      beta: 0.01\n      lambd: 0.95\n";
+        let e = RunOptions::from_yaml(poca, "t.yaml").unwrap_err().to_string();
+        assert!(e.contains("trainer_type poca of Walker") && e.contains("line 3") && e.contains("not supported"), "{e}");
         let poca = "default_settings:\n  trainer_type: poca\nbehaviors:\n  B: {}\n";
         assert!(RunOptions::from_yaml(poca, "t.yaml").unwrap_err().to_string().contains("trainer_type poca"));
     }

@@ -1,12 +1,5 @@
-//! PPO on tch (the `train` feature): networks ([`networks`]), one behavior's trainer
-//! ([`trainer`]), self-play's networks ([`ghost`]) and the loop over environments ([`learn`]).
+//! PPO on tch (the `train` feature): its [`trainer::Ppo`] takes trajectories into its buffer
+//! with GAE and runs the clipped update; it is one [`crate::train::algorithm::Algorithm`] of
+//! the session ([`crate::train::session`]), on the networks of [`crate::train::networks`].
 
-pub mod adam;
-pub mod ghost;
-pub mod league;
-pub mod learn;
-pub mod memory;
-pub mod networks;
-mod options;
-mod persistence;
 pub mod trainer;

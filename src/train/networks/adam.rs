@@ -8,7 +8,7 @@
 //! arithmetic. The operations are element-wise, so every value is computed exactly as the
 //! per-variable formula computes it.
 
-use super::networks::to_weight;
+use super::to_weight;
 use crate::checkpoint::{AdamState, ADAM_M_PREFIX, ADAM_V_PREFIX};
 use crate::policy::Weights;
 use tch::{nn, Tensor};

@@ -3,9 +3,10 @@
 //! weights; the learning team plays the trainable network itself), and those teams' steps
 //! assembled into trajectories only to count ghost steps, as 0.28 counts them.
 
-use super::memory::AgentMemories;
-use super::networks::{actor_weights, load_variables, Actor};
-use super::trainer::{sample_with_memories, PpoTrainer};
+use crate::train::networks::memory::AgentMemories;
+use crate::train::networks::{actor_weights, load_variables, Actor};
+use super::trainer::BehaviorTrainer;
+use crate::train::networks::acting::sample_with_memories;
 use crate::env::{ActionTuple, DecisionSteps, TerminalSteps};
 use crate::policy::{PolicyDescription, Weights};
 use crate::train::error::TrainError;
@@ -47,7 +48,7 @@ pub struct Ghost {
 }
 
 impl Ghost {
-    pub fn new(trainer: &PpoTrainer, settings: SelfPlaySettings, initial_elo: f64) -> Self {
+    pub fn new(trainer: &BehaviorTrainer, settings: SelfPlaySettings, initial_elo: f64) -> Self {
         Self {
             behavior: trainer.behavior.clone(),
             state: GhostState::new(settings, initial_elo),
@@ -58,7 +59,7 @@ impl Ghost {
     }
 
     /// A team of the behavior appears: it gets a playing copy of the trainable network.
-    pub fn register_team(&mut self, team: i32, trainer: &PpoTrainer, rotation: &mut TeamRotation) {
+    pub fn register_team(&mut self, team: i32, trainer: &BehaviorTrainer, rotation: &mut TeamRotation) {
         let weights = trainer.policy().1;
         self.players.insert(team, Player::new(&self.description, &weights, self.time_horizon));
         self.state.register_team(team, weights, rotation, &self.behavior);
@@ -84,7 +85,7 @@ impl Ghost {
 
     /// 0.28's advance after the trainer's update: team change, snapshot, swap; the teams that
     /// now play a ghost get their weights.
-    pub fn advance(&mut self, trainer: &PpoTrainer, updated: bool, rotation: &mut TeamRotation, rng: &mut rand_chacha::ChaCha8Rng) {
+    pub fn advance(&mut self, trainer: &BehaviorTrainer, updated: bool, rotation: &mut TeamRotation, rng: &mut rand_chacha::ChaCha8Rng) {
         let published = updated.then(|| trainer.policy().1);
         for (team, weights) in self.state.advance(trainer.step, published, rotation, rng) {
             if let Some(player) = self.players.get(&team) {

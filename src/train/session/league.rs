@@ -4,7 +4,7 @@
 //! and lets it advance after each trainer's update.
 
 use super::ghost::Ghost;
-use super::trainer::PpoTrainer;
+use super::trainer::BehaviorTrainer;
 use crate::checkpoint::Checkpoint;
 use crate::comm::side_channel::StatsAggregation;
 use crate::env::{ActionTuple, DecisionSteps, TerminalSteps};
@@ -45,7 +45,7 @@ impl League {
     /// A team of a behavior that trained alone so far (agents spawned later bring their team
     /// later, as in Unity) starts self-play at this step: the earlier teams register first, so
     /// the lowest still learns, and the trainable network's weights become snapshot 0.
-    pub fn register(&mut self, trainer: &PpoTrainer, team: i32, initial_elo: Option<f64>) {
+    pub fn register(&mut self, trainer: &BehaviorTrainer, team: i32, initial_elo: Option<f64>) {
         let Some(settings) = trainer.settings.self_play.clone() else { return };
         let earlier = self.dormant.remove(&trainer.behavior).unwrap_or_default();
         if !earlier.is_empty() {
@@ -93,7 +93,7 @@ impl League {
     /// Rates the games the learning team of `behavior` finished (each episode that ended on
     /// its own: the sign of its last reward), recording `Self-play/ELO` (after the game) and
     /// `Self-play/Opponent ELO` (the rating the game was played against) for each.
-    pub fn rate(&mut self, behavior: &str, final_rewards: &[f32], trainer: &mut PpoTrainer) {
+    pub fn rate(&mut self, behavior: &str, final_rewards: &[f32], trainer: &mut BehaviorTrainer) {
         if !self.has(behavior) {
             return;
         }
@@ -107,7 +107,7 @@ impl League {
 
     /// The rest of 0.28's ghost advance for `behavior` after its trainer's update; records the
     /// learning team and sets the console context.
-    pub fn advance(&mut self, behavior: &str, trainer: &mut PpoTrainer, updated: bool) {
+    pub fn advance(&mut self, behavior: &str, trainer: &mut BehaviorTrainer, updated: bool) {
         let Some(ghost) = self.ghosts.get_mut(behavior) else { return };
         ghost.advance(trainer, updated, &mut self.rotation, &mut self.rng);
         if let Some(team) = self.rotation.learning_team {

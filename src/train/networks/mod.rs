@@ -1,9 +1,17 @@
+//! The networks the trainers build on (the `train` feature): [`adam`] and the agents'
+//! recurrent [`memory`], and here the actor and the critic.
+//!
 //! The actor and the critic as ML-Agents 0.28 builds them for PPO (training.md §4): separate
 //! bodies with their own observation normalisers, Swish MLPs, a Gaussian head with a free
 //! log σ and masked categorical heads. Variable paths are ML-Agents' module paths, so the
 //! actor's weights are exactly what [`crate::policy`] exports.
 
-use crate::policy::{PolicyDescription, SimpleVisualEncoder, WeightTensor, Weights};
+pub mod acting;
+pub mod adam;
+pub mod memory;
+
+use crate::policy::{ContinuousHead, PolicyDescription, SimpleVisualEncoder, WeightTensor, Weights, LOG_SIGMA_BOUNDS};
+use crate::spec::model;
 use tch::{nn, nn::Module, Kind, Tensor};
 
 /// A running observation normaliser (count, mean, m2).
@@ -155,7 +163,9 @@ fn kaiming_linear(p: nn::Path, fan_in: i64, fan_out: i64, gain: f64) -> nn::Line
 }
 
 impl Body {
-    fn new(p: &nn::Path, d: &PolicyDescription) -> Self {
+    /// The body of `d`'s networks; its first layer also reads `action_inputs` values (SAC's
+    /// Q networks read the continuous action after the observation encodings).
+    fn new(p: &nn::Path, d: &PolicyDescription, action_inputs: usize) -> Self {
         let encoder = p / "observation_encoder" / "processors";
         let processors = d
             .observation_shapes
@@ -167,7 +177,7 @@ impl Body {
             })
             .collect();
         let seq = p / "_body_endoder" / "seq_layers";
-        let mut width = d.encoding_width() as i64;
+        let mut width = (d.encoding_width() + action_inputs) as i64;
         let mut layers = vec![];
         for l in 0..d.num_layers.max(1) {
             layers.push(kaiming_linear(&seq / (2 * l), width, d.hidden_units as i64, 1.0));
@@ -180,8 +190,8 @@ impl Body {
     /// The encoding `[rows, width]` (width `memory_size / 2` with an LSTM, else
     /// `hidden_units`) and, for a recurrent body given `memories` (`[1, n_seq, m]`, rows
     /// being `n_seq` sequences of equal length), the memories after each sequence.
-    fn forward(&self, observations: &[Tensor], memories: Option<&Tensor>) -> (Tensor, Option<Tensor>) {
-        let h = self.mlp(observations);
+    fn forward(&self, observations: &[Tensor], action: Option<&Tensor>, memories: Option<&Tensor>) -> (Tensor, Option<Tensor>) {
+        let h = self.mlp(observations, action);
         let Some(lstm) = &self.lstm else { return (h, None) };
         let zeros;
         let start = match memories {
@@ -195,8 +205,8 @@ impl Body {
         (out, Some(after))
     }
 
-    fn mlp(&self, observations: &[Tensor]) -> Tensor {
-        let encoded: Vec<Tensor> = observations
+    fn mlp(&self, observations: &[Tensor], action: Option<&Tensor>) -> Tensor {
+        let mut encoded: Vec<Tensor> = observations
             .iter()
             .zip(&self.processors)
             .map(|(x, p)| match p {
@@ -205,11 +215,26 @@ impl Body {
                 Processor::Visual(v) => v.forward(x),
             })
             .collect();
+        encoded.extend(action.map(Tensor::shallow_clone));
         let mut h = Tensor::cat(&encoded, 1);
         for layer in &self.layers {
             h = layer.forward(&h).silu();
         }
         h
+    }
+
+    /// Takes `other`'s normalisers (count, mean, variance), as 0.28's SAC copies the actor's
+    /// into its value networks before every update.
+    fn copy_normalizers_from(&mut self, other: &Body) {
+        for (mine, theirs) in self.processors.iter_mut().zip(&other.processors) {
+            if let (Processor::Vector(Some(mine)), Processor::Vector(Some(theirs))) = (mine, theirs) {
+                tch::no_grad(|| {
+                    mine.mean.copy_(&theirs.mean);
+                    mine.variance.copy_(&theirs.variance);
+                    mine.steps.copy_(&theirs.steps);
+                });
+            }
+        }
     }
 
     /// Updates every observation's normaliser; the index of an observation that would take
@@ -226,16 +251,43 @@ impl Body {
     }
 }
 
+/// The Gaussian head of continuous actions.
+enum Gaussian {
+    /// PPO's: μ and a free log σ `[1, c]`.
+    FreeSigma { mu: nn::Linear, log_sigma: Tensor },
+    /// SAC's: μ and log σ = clamp(Linear(h), -20, 2), the sample squashed by tanh.
+    Squashed { mu: nn::Linear, log_sigma: nn::Linear },
+}
+
+impl Gaussian {
+    fn mu(&self, h: &Tensor) -> Tensor {
+        match self {
+            Gaussian::FreeSigma { mu, .. } | Gaussian::Squashed { mu, .. } => mu.forward(h),
+        }
+    }
+
+    /// log σ for each row of `h` (`[n, c]`).
+    fn log_sigma(&self, h: &Tensor, mu: &Tensor) -> Tensor {
+        match self {
+            Gaussian::FreeSigma { log_sigma, .. } => mu.zeros_like() + log_sigma,
+            Gaussian::Squashed { log_sigma, .. } => {
+                let (low, high) = LOG_SIGMA_BOUNDS;
+                log_sigma.forward(h).clamp(low as f64, high as f64)
+            }
+        }
+    }
+}
+
 /// The policy network.
 pub struct Actor {
     body: Body,
-    mu: Option<nn::Linear>,
-    log_sigma: Option<Tensor>,
+    gaussian: Option<Gaussian>,
     branches: Vec<nn::Linear>,
     branch_sizes: Vec<i64>,
 }
 
-/// The value network (one extrinsic value head).
+/// A value network: one head per reward signal (extrinsic today), each with one output, or,
+/// for SAC's Q networks, one output per discrete action.
 pub struct Critic {
     body: Body,
     value: nn::Linear,
@@ -243,7 +295,8 @@ pub struct Critic {
 
 /// What the actor computed for a batch.
 pub struct ActorOutput {
-    /// Raw continuous samples `[n, c]` (sent to the environment as clip(a, -3, 3) / 3).
+    /// Continuous actions `[n, c]`: PPO's raw samples (sent to the environment as
+    /// clip(a, -3, 3) / 3), SAC's squashed ones (sent as they are).
     pub continuous: Tensor,
     /// Discrete choices `[n, branches]` (int64).
     pub discrete: Tensor,
@@ -255,49 +308,78 @@ pub struct ActorOutput {
     pub memories: Option<Tensor>,
 }
 
+/// Fresh actions of SAC's update with what its losses need of the policy.
+pub struct SquashedSample {
+    /// Squashed continuous actions `[n, c]` (reparameterised: gradients reach the actor).
+    pub continuous: Tensor,
+    /// The joint log-probability of `continuous` `[n]` (sum over dimensions; zeros without
+    /// continuous actions).
+    pub continuous_log_prob: Tensor,
+    /// Each branch's probabilities + 1e-7 `[n, k]` and their logarithms.
+    pub branch_probabilities: Vec<Tensor>,
+    pub branch_log_probabilities: Vec<Tensor>,
+    /// A recurrent actor's memories after each sequence.
+    pub memories: Option<Tensor>,
+}
+
+/// log N(x; μ, σ) per dimension, as ML-Agents computes it.
+fn gaussian_log_prob(x: &Tensor, mu: &Tensor, sigma: &Tensor) -> Tensor {
+    -(x - mu).pow_tensor_scalar(2) / (sigma.pow_tensor_scalar(2) * 2.0 + 1e-7) - (sigma + 1e-7).log() - 0.5 * (2.0 * std::f64::consts::PI).ln()
+}
+
+/// log |d tanh(x) / dx| in torch's stable form 2·(ln 2 − x − softplus(−2x)).
+fn tanh_log_jacobian(x: &Tensor) -> Tensor {
+    ((-x) - (x * -2.0).softplus() + std::f64::consts::LN_2) * 2.0
+}
+
 impl Actor {
     pub fn new(root: &nn::Path, d: &PolicyDescription) -> Self {
-        let body = Body::new(&(root / "network_body"), d);
+        let body = Body::new(&(root / "network_body"), d, 0);
         let h = d.head_width() as i64;
         let c = d.action_spec.continuous_size as i64;
-        let (mu, log_sigma) = if c > 0 {
+        let gaussian = (c > 0).then(|| {
             let dist = root / "action_model" / "_continuous_distribution";
-            (Some(kaiming_linear(&dist / "mu", h, c, 0.2)), Some(dist.zeros("log_sigma", &[1, c])))
-        } else {
-            (None, None)
-        };
+            let mu = kaiming_linear(&dist / "mu", h, c, 0.2);
+            match d.continuous_head {
+                ContinuousHead::Clipped => Gaussian::FreeSigma { mu, log_sigma: dist.zeros("log_sigma", &[1, c]) },
+                ContinuousHead::Squashed => Gaussian::Squashed { mu, log_sigma: kaiming_linear(&dist / "log_sigma", h, c, 0.2) },
+            }
+        });
         let discrete = root / "action_model" / "_discrete_distribution" / "branches";
         let branch_sizes: Vec<i64> = d.action_spec.discrete_branches.iter().map(|k| *k as i64).collect();
         let branches = branch_sizes.iter().enumerate().map(|(b, k)| kaiming_linear(&discrete / b, h, *k, 0.1)).collect();
-        Self { body, mu, log_sigma, branches, branch_sizes }
+        Self { body, gaussian, branches, branch_sizes }
     }
 
     /// Evaluates the policy. With `given` (continuous samples, discrete choices) it scores
-    /// those actions (for the update); otherwise it samples (or, `deterministic`, takes modes).
-    /// A recurrent actor starts each sequence from `memories` (`[1, n_seq, m]`; zeros when
-    /// None, one sequence per row).
+    /// those actions (for PPO's update); otherwise it samples (or, `deterministic`, takes
+    /// modes). A recurrent actor starts each sequence from `memories` (`[1, n_seq, m]`; zeros
+    /// when None, one sequence per row).
     pub fn forward(&self, observations: &[Tensor], memories: Option<&Tensor>, masks: Option<&Tensor>, given: Option<(&Tensor, &Tensor)>, deterministic: bool) -> ActorOutput {
-        let (h, memories_out) = self.body.forward(observations, memories);
+        let (h, memories_out) = self.body.forward(observations, None, memories);
         let n = h.size()[0];
         let mut log_probs = vec![];
         let mut entropies = vec![];
         let mut continuous = Tensor::zeros([n, 0], (Kind::Float, h.device()));
-        if let (Some(mu_layer), Some(log_sigma)) = (&self.mu, &self.log_sigma) {
-            let mu = mu_layer.forward(&h);
-            let log_sigma = mu.zeros_like() + log_sigma;
-            let sigma = log_sigma.exp();
-            let sample = match given {
+        if let Some(gaussian) = &self.gaussian {
+            let mu = gaussian.mu(&h);
+            let sigma = gaussian.log_sigma(&h, &mu).exp();
+            let squashed = matches!(gaussian, Gaussian::Squashed { .. });
+            let x = match given {
+                // A squashed action given back is unsquashed (SAC's update never asks).
+                Some((c, _)) if squashed => c.clamp(-1.0 + 1e-6, 1.0 - 1e-6).atanh(),
                 Some((c, _)) => c.shallow_clone(),
                 None if deterministic => mu.shallow_clone(),
                 None => &mu + &sigma * mu.randn_like(),
             };
-            let lp = -(&sample - &mu).pow_tensor_scalar(2) / (sigma.pow_tensor_scalar(2) * 2.0 + 1e-7)
-                - (&sigma + 1e-7).log()
-                - 0.5 * (2.0 * std::f64::consts::PI).ln();
+            let mut lp = gaussian_log_prob(&x, &mu, &sigma);
+            if squashed {
+                lp = lp - tanh_log_jacobian(&x);
+            }
             log_probs.push(lp);
             let e = ((sigma.pow_tensor_scalar(2) * (2.0 * std::f64::consts::PI * std::f64::consts::E)) + 1e-7).log() * 0.5;
             entropies.push(e.mean_dim(1, false, Kind::Float));
-            continuous = sample;
+            continuous = if squashed { x.tanh() } else { x };
         }
         let mut discrete = vec![];
         for (b, p) in self.masked_probabilities(&h, masks).into_iter().enumerate() {
@@ -317,6 +399,27 @@ impl Actor {
         ActorOutput { continuous, discrete, log_probs: Tensor::cat(&log_probs, 1), entropy, memories: memories_out }
     }
 
+    /// SAC's fresh actions for its update (sac.md §3.2 step 3): reparameterised squashed
+    /// continuous samples with their joint log-probability, and every branch's whole
+    /// distribution (SAC's discrete losses take expectations, not samples).
+    pub fn sample_squashed(&self, observations: &[Tensor], memories: Option<&Tensor>, masks: Option<&Tensor>) -> SquashedSample {
+        let (h, memories) = self.body.forward(observations, None, memories);
+        let n = h.size()[0];
+        let (continuous, continuous_log_prob) = match &self.gaussian {
+            Some(gaussian) => {
+                let mu = gaussian.mu(&h);
+                let sigma = gaussian.log_sigma(&h, &mu).exp();
+                let x = &mu + &sigma * mu.randn_like();
+                let lp = gaussian_log_prob(&x, &mu, &sigma) - tanh_log_jacobian(&x);
+                (x.tanh(), lp.sum_dim_intlist(1, false, Kind::Float))
+            }
+            None => (Tensor::zeros([n, 0], (Kind::Float, h.device())), Tensor::zeros([n], (Kind::Float, h.device()))),
+        };
+        let branch_probabilities: Vec<Tensor> = self.masked_probabilities(&h, masks).into_iter().map(|p| p + 1e-7).collect();
+        let branch_log_probabilities = branch_probabilities.iter().map(Tensor::log).collect();
+        SquashedSample { continuous, continuous_log_prob, branch_probabilities, branch_log_probabilities, memories }
+    }
+
     /// Each branch's probabilities `[n, k]`: softmax of logits·a − 1e8·(1 − a) (a = 1 allowed).
     fn masked_probabilities(&self, h: &Tensor, masks: Option<&Tensor>) -> Vec<Tensor> {
         let mut start = 0;
@@ -334,36 +437,77 @@ impl Actor {
     /// Each branch's masked probabilities for a batch of observations (a recurrent actor
     /// from `memories`, one sequence per row).
     pub fn branch_probabilities(&self, observations: &[Tensor], memories: Option<&Tensor>, masks: Option<&Tensor>) -> Vec<Tensor> {
-        tch::no_grad(|| self.masked_probabilities(&self.body.forward(observations, memories).0, masks))
+        tch::no_grad(|| self.masked_probabilities(&self.body.forward(observations, None, memories).0, masks))
+    }
+
+    /// The continuous actions the exports compute on a batch (no gradient): the deterministic
+    /// one and the one sampled with the standard-normal `noise` `[n, c]` (PPO:
+    /// clip(·, -3, 3) / 3 of μ and μ + σ·noise; SAC: their tanh). None without continuous
+    /// actions.
+    pub fn continuous_with_noise(&self, observations: &[Tensor], memories: Option<&Tensor>, noise: &Tensor) -> Option<(Tensor, Tensor)> {
+        let gaussian = self.gaussian.as_ref()?;
+        tch::no_grad(|| {
+            let h = self.body.forward(observations, None, memories).0;
+            let mu = gaussian.mu(&h);
+            let sample = &mu + gaussian.log_sigma(&h, &mu).exp() * noise;
+            Some(match gaussian {
+                Gaussian::FreeSigma { .. } => {
+                    let clip = |t: &Tensor| t.clamp(-model::ACTION_CLIP as f64, model::ACTION_CLIP as f64) / model::ACTION_CLIP as f64;
+                    (clip(&mu), clip(&sample))
+                }
+                Gaussian::Squashed { .. } => (mu.tanh(), sample.tanh()),
+            })
+        })
+    }
+
+    /// Whether continuous actions come out squashed (sent to the environment as they are).
+    pub fn squashes(&self) -> bool {
+        matches!(self.gaussian, Some(Gaussian::Squashed { .. }))
     }
 
     /// See `Body::update_normalizers`.
     pub fn update_normalizers(&mut self, observations: &[Tensor]) -> Result<(), usize> {
         self.body.update_normalizers(observations)
     }
-
-    /// The free log σ `[1, c]` of the Gaussian head (None without continuous actions).
-    pub fn log_sigma(&self) -> Option<&Tensor> {
-        self.log_sigma.as_ref()
-    }
 }
 
 impl Critic {
+    /// PPO's critic: one value per row.
     pub fn new(root: &nn::Path, d: &PolicyDescription) -> Self {
-        let body = Body::new(&(root / "network_body"), d);
+        Self::with_heads(root, d, 0, 1)
+    }
+
+    /// A value network whose body also reads `action_inputs` action values and whose head has
+    /// `outputs` outputs (SAC's Q networks: the continuous action in, one value per discrete
+    /// action out).
+    pub fn with_heads(root: &nn::Path, d: &PolicyDescription, action_inputs: usize, outputs: usize) -> Self {
+        let body = Body::new(&(root / "network_body"), d, action_inputs);
         // Xavier-uniform (bound sqrt(6 / (fan_in + fan_out))), zero bias, as ML-Agents' value heads.
         let width = d.head_width() as i64;
-        let bound = (6.0 / (width as f64 + 1.0)).sqrt();
+        let bound = (6.0 / (width as f64 + outputs as f64)).sqrt();
         let config = nn::LinearConfig { ws_init: nn::Init::Uniform { lo: -bound, up: bound }, bs_init: Some(nn::Init::Const(0.0)), bias: true };
-        let value = nn::linear(root / "value_heads" / "value_heads" / "extrinsic", width, 1, config);
+        let value = nn::linear(root / "value_heads" / "value_heads" / "extrinsic", width, outputs as i64, config);
         Self { body, value }
     }
 
     /// V(s) `[n]`, and for a recurrent critic the memories after each sequence (it starts
     /// from `memories` `[1, n_seq, m]`; zeros when None, one sequence per row).
     pub fn forward(&self, observations: &[Tensor], memories: Option<&Tensor>) -> (Tensor, Option<Tensor>) {
-        let (h, memories) = self.body.forward(observations, memories);
-        (self.value.forward(&h).squeeze_dim(1), memories)
+        self.forward_with_action(observations, None, memories)
+    }
+
+    /// The values of rows whose body also reads `action` (`[n]` for one output, else
+    /// `[n, outputs]`).
+    pub fn forward_with_action(&self, observations: &[Tensor], action: Option<&Tensor>, memories: Option<&Tensor>) -> (Tensor, Option<Tensor>) {
+        let (h, memories) = self.body.forward(observations, action, memories);
+        let values = self.value.forward(&h);
+        let values = if values.size()[1] == 1 { values.squeeze_dim(1) } else { values };
+        (values, memories)
+    }
+
+    /// Takes the actor's observation normalisers.
+    pub fn copy_normalizers_from(&mut self, actor: &Actor) {
+        self.body.copy_normalizers_from(&actor.body);
     }
 
     /// See `Body::update_normalizers`.

@@ -3,7 +3,7 @@
 //! trajectory sequence by sequence (which gives every step the memory its sequence starts
 //! from, as the update needs).
 
-use super::networks::Critic;
+use super::Critic;
 use crate::env::{DecisionSteps, TerminalSteps};
 use crate::train::trajectory::AgentKey;
 use std::collections::HashMap;
@@ -136,6 +136,7 @@ mod tests {
             num_layers: 1,
             normalize: false,
             memory_size: 10,
+            continuous_head: crate::policy::ContinuousHead::default(),
         };
         let vs = nn::VarStore::new(Device::Cpu);
         let critic = Critic::new(&(vs.root() / "critic"), &description);

@@ -1,13 +1,22 @@
-//! The training loop: environments stepped together, one PPO trainer per behavior (created
-//! when the behavior first appears, from a checkpoint when resuming or initialising), updates
-//! when a trainer's buffer is full, checkpoints (with their exports) every
-//! `checkpoint_interval`, until every trainer has reached `max_steps` or a stop is requested;
-//! then a final checkpoint, the final exports, and the run logs.
+//! The training session every trainer shares (the `train` feature): environments stepped
+//! together, one trainer per behavior (created when the behavior first appears, from a
+//! checkpoint when resuming or initialising), updates when a trainer is ready, checkpoints
+//! (with their exports) every `checkpoint_interval`, until every trainer has reached
+//! `max_steps` or a stop is requested; then a final checkpoint, the final exports, and the run
+//! logs. [`league`] and [`ghost`] are self-play, [`persistence`] what a run keeps on disk,
+//! [`options`] what the command line says besides the configuration.
 
-use super::league::League;
-pub use super::options::LearnOptions;
-use super::persistence::{create_trainer, restore_lessons, save_checkpoint, training_status_path};
-use super::trainer::PpoTrainer;
+mod ghost;
+mod league;
+mod options;
+mod parity;
+mod persistence;
+pub mod trainer;
+
+use trainer::BehaviorTrainer;
+use league::League;
+pub use options::LearnOptions;
+use persistence::{create_trainer, restore_lessons, save_checkpoint, training_status_path};
 use crate::comm::side_channel::{shared, StatsSideChannel, EngineConfig, EngineConfigurationChannel, EnvironmentParametersChannel, SharedSideChannel};
 use crate::env::{EnvOptions, VecEnv};
 use crate::spec::BehaviorName;
@@ -117,7 +126,7 @@ pub fn learn_observed(run: &RunOptions, options: &LearnOptions, observer: &mut d
     run.resolve_seeds();
     let run = &run;
     let seed = match (options.resume, &options.run_dir) {
-        (true, Some(dir)) => super::persistence::resumed_seed(run.env_settings.seed as u64, dir),
+        (true, Some(dir)) => persistence::resumed_seed(run.env_settings.seed as u64, dir),
         _ => run.env_settings.seed as u64,
     };
     let base = EnvOptions { seed: seed as i32, ..environment_options(run, options) };
@@ -199,7 +208,7 @@ struct Session<'a, 'o> {
     options: &'a LearnOptions,
     seed: u64,
     /// One trainer per behavior (brain) name.
-    trainers: BTreeMap<String, PpoTrainer>,
+    trainers: BTreeMap<String, BehaviorTrainer>,
     /// The self-play behaviors and their team rotation.
     league: League,
     /// Returns of the episodes each team of each behavior finished (whoever played it).
@@ -282,7 +291,7 @@ impl Session<'_, '_> {
         let lessons_reset = self.advance_lessons(envs.envs_mut().len())?;
         // A team change resets the environments as a lesson's require_reset does.
         if self.league.take_reset() || lessons_reset {
-            self.trainers.values_mut().for_each(PpoTrainer::end_episodes);
+            self.trainers.values_mut().for_each(BehaviorTrainer::end_episodes);
             self.league.end_episodes();
             self.timers.time("env_reset", || envs.reset())?;
         } else {

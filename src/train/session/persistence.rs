@@ -4,7 +4,7 @@
 
 use super::options::LearnOptions;
 use super::league::League;
-use super::trainer::PpoTrainer;
+use super::trainer::BehaviorTrainer;
 use crate::checkpoint;
 use crate::export::{export_checkpoint, ExportOptions};
 use crate::spec::BehaviorName;
@@ -41,7 +41,7 @@ pub(super) fn resumed_seed(seed: u64, run_dir: &Path) -> u64 {
 
 /// Creates a behavior's trainer, loading its starting point for `--resume` or
 /// `--initialize-from` (or the behavior's `init_path`).
-pub(super) fn create_trainer(run: &RunOptions, options: &LearnOptions, lessons: &LessonManager, name: &str, spec: &crate::spec::BehaviorSpec, seed: u64) -> Result<PpoTrainer, TrainError> {
+pub(super) fn create_trainer(run: &RunOptions, options: &LearnOptions, lessons: &LessonManager, name: &str, spec: &crate::spec::BehaviorSpec, seed: u64) -> Result<BehaviorTrainer, TrainError> {
     let brain = BehaviorName::parse(name).name;
     let settings = run
         .settings_for(&brain)
@@ -57,7 +57,7 @@ pub(super) fn create_trainer(run: &RunOptions, options: &LearnOptions, lessons: 
         remove_event_files(dir);
     }
     let init_path = settings.init_path.clone();
-    let mut trainer = PpoTrainer::new(&brain, spec, settings, seed, tensorboard.as_deref())?;
+    let mut trainer = BehaviorTrainer::new(&brain, spec, settings, seed, tensorboard.as_deref())?;
     trainer.reward_buffer = RewardBuffer::new(lessons.reward_buffer_capacity(&brain));
     if options.resume {
         let dir = options.run_dir.as_ref().ok_or_else(|| TrainError::Mismatch("--resume needs a run folder".into()))?.join(&brain);
@@ -87,7 +87,7 @@ fn remove_event_files(dir: &Path) {
 /// Writes a checkpoint labelled `step` into `<run>/<Behavior>/` (with the curriculum's state
 /// when the run has environment parameters), verifies it by reading it back, exports
 /// `<Behavior>-<step>.onnx` / `.nn` beside it, and drops the oldest beyond `keep_checkpoints`.
-pub(super) fn save_checkpoint(trainer: &PpoTrainer, lessons: &LessonManager, league: &League, run_dir: &Path, step: u64) -> Result<checkpoint::Checkpoint, TrainError> {
+pub(super) fn save_checkpoint(trainer: &BehaviorTrainer, lessons: &LessonManager, league: &League, run_dir: &Path, step: u64) -> Result<checkpoint::Checkpoint, TrainError> {
     let dir = run_dir.join(&trainer.behavior);
     let curriculum = (!lessons.is_empty()).then(|| lessons.record(&trainer.reward_buffer));
     let (mut description, mut tensors) = trainer.checkpoint(step, curriculum);

@@ -1,0 +1,89 @@
+//! What a trainer type (PPO; SAC and POCA next) does for one behavior, and nothing more: it
+//! takes trajectories, decides when to update and updates, and says what of it a checkpoint
+//! keeps. Everything else a behavior's training needs (acting, assembling trajectories,
+//! statistics and summaries, counting steps, due checkpoints, the parity record, self-play)
+//! is the session's, the same for every trainer type (`train::session`).
+
+use crate::checkpoint::AdamState;
+use crate::policy::Weights;
+use crate::train::error::TrainError;
+use crate::train::networks::Actor;
+use crate::train::stats::StatsReporter;
+use crate::train::trajectory::Trajectory;
+
+/// Where a behavior's training stands while its algorithm takes a trajectory or updates, and
+/// where the algorithm reports.
+pub struct TrainerContext<'a> {
+    pub behavior: &'a str,
+    /// Agent steps ingested before the trajectory being taken.
+    pub step: u64,
+    /// The statistics of the behavior's summaries.
+    pub stats: &'a mut StatsReporter,
+    /// Set by the algorithm when its weights are no longer finite (they are then not saved).
+    pub diverged: &'a mut bool,
+}
+
+impl TrainerContext<'_> {
+    /// The error for numbers from the environment that training cannot hold.
+    pub fn overflow(&self, agent: i32, what: String, detail: String) -> TrainError {
+        TrainError::Overflow { behavior: self.behavior.into(), agent, step: self.step, what, detail }
+    }
+
+    /// The error for an update that went wrong before it changed the weights.
+    pub fn divergence(&self, what: &str, learning_rate: f64) -> TrainError {
+        TrainError::Diverged { behavior: self.behavior.into(), step: self.step, what: what.into(), learning_rate }
+    }
+
+    /// The error for weights or outputs that are no longer finite; the trainer is marked
+    /// diverged.
+    pub fn diverge(&mut self, what: &str, learning_rate: f64) -> TrainError {
+        *self.diverged = true;
+        self.divergence(what, learning_rate)
+    }
+}
+
+/// What a checkpoint keeps of an algorithm.
+pub struct AlgorithmState {
+    /// Its networks' variables, its optimizers' moments and whatever else it needs to resume.
+    pub tensors: Weights,
+    /// Its (first) optimizer's step count and constants.
+    pub optimizer: AdamState,
+    /// What else it needs to resume exactly (counters), recorded in the checkpoint's
+    /// description.
+    pub record: Option<serde_json::Value>,
+}
+
+/// A trainer type, for one behavior.
+pub trait Algorithm {
+    /// Its `trainer_type` in the configuration (recorded in checkpoints).
+    fn trainer_type(&self) -> &'static str;
+
+    /// The network that acts, and is exported.
+    fn actor(&self) -> &Actor;
+
+    /// The actor's weights, as exports and self-play's ghosts read them.
+    fn actor_weights(&self) -> Weights;
+
+    /// The learning rate at `step` (named in divergence errors).
+    fn learning_rate(&self, step: u64) -> f64;
+
+    /// Takes one trajectory: normalisers, value estimates and what the update needs of it.
+    fn take_trajectory(&mut self, trajectory: Trajectory, context: &mut TrainerContext) -> Result<(), TrainError>;
+
+    /// Updates when it is time to; returns whether an update ran.
+    fn maybe_update(&mut self, context: &mut TrainerContext) -> Result<bool, TrainError>;
+
+    /// Forgets the experience kept for updates (training is over).
+    fn discard_experience(&mut self);
+
+    /// The environments are reset under the episodes in progress: forgets what it kept of
+    /// them (a recurrent critic's memories).
+    fn end_episodes(&mut self);
+
+    /// What a checkpoint holds of it.
+    fn state(&self) -> AlgorithmState;
+
+    /// Loads a checkpoint's tensors (and, when `resume`, its optimizer state and `record`);
+    /// returns the variables the checkpoint had no tensor for (they keep their fresh values).
+    fn restore(&mut self, tensors: &Weights, optimizer: &AdamState, record: Option<&serde_json::Value>, resume: bool) -> Result<Vec<String>, TrainError>;
+}

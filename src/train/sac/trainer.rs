@@ -1,0 +1,383 @@
+//! SAC for one behavior (sac.md §2-§7): the squashed-Gaussian actor, the value network V
+//! and its target, twin Q networks, the entropy coefficients; every step into the replay
+//! buffer; gradient steps at the cadence of `steps_per_update`, each stepping the policy, the
+//! value networks and the coefficients with their own Adam, then moving the target by τ.
+//!
+//! Beyond 0.28 (sac.md §9, §10): the entropy coefficients and the update counter are part of
+//! every checkpoint (0.28 resets α on `--resume`, issue #5781), the replay buffer can be kept
+//! beside each checkpoint (`save_replay_buffer`), the exported deterministic action is the
+//! squashed mean, and hybrid actions take the value target and policy loss as meant.
+
+use super::cadence::UpdateCadence;
+use super::losses::{losses, BatchTargets, EntropyCoefficients, Evaluated};
+use super::replay::{ReplayBuffer, Transition};
+use crate::checkpoint::AdamState;
+use crate::comm::side_channel::StatsAggregation;
+use crate::policy::{PolicyDescription, Weights};
+use crate::train::algorithm::{Algorithm, AlgorithmState, TrainerContext};
+use crate::train::config::{SacHyperparameters, TrainerSettings};
+use crate::train::error::TrainError;
+use crate::train::networks::adam::Adam;
+use crate::train::networks::{actor_weights, load_variables, variables, Actor, Critic};
+use crate::train::schedule::DecayedValue;
+use crate::train::trajectory::Trajectory;
+use rand::SeedableRng;
+use tch::{nn, Device, Kind, Tensor};
+
+/// Prefixes of SAC's networks in a checkpoint (the actor keeps ML-Agents' own names).
+const VALUE_NETWORK: &str = "value_network";
+const Q1_NETWORK: &str = "q1_network";
+const Q2_NETWORK: &str = "q2_network";
+const TARGET_NETWORK: &str = "target_network";
+const ENTROPY_COEFFICIENTS: &str = "log_ent_coef";
+
+/// 0.28's scale of the discrete target entropies (`0.2 · ln(branch size)`).
+const DISCRETE_TARGET_ENTROPY_SCALE: f64 = 0.2;
+
+/// SAC's targets of entropy: −(continuous actions), and 0.2·ln(k) per branch of k actions.
+pub fn target_entropies(continuous: usize, branches: &[usize]) -> (f64, Vec<f64>) {
+    (-(continuous as f64), branches.iter().map(|k| DISCRETE_TARGET_ENTROPY_SCALE * (*k as f64).ln()).collect())
+}
+
+/// `target ← (1 − τ)·target + τ·source` over the trainable variables of two stores whose
+/// names match after their prefixes (the normalisers are not averaged).
+pub fn soft_update(source: &nn::VarStore, source_prefix: &str, target: &nn::VarStore, target_prefix: &str, tau: f64) {
+    let sources = source.variables();
+    tch::no_grad(|| {
+        for (name, t) in target.variables() {
+            if !t.requires_grad() {
+                continue;
+            }
+            let Some(s) = name.strip_prefix(target_prefix).and_then(|rest| sources.get(&format!("{source_prefix}{rest}"))) else { continue };
+            let mixed = &t * (1.0 - tau) + s * tau;
+            let _ = t.shallow_clone().copy_(&mixed);
+        }
+    });
+}
+
+/// SAC for one behavior.
+pub struct Sac {
+    settings: TrainerSettings,
+    sac: SacHyperparameters,
+    description: PolicyDescription,
+    actor_vs: nn::VarStore,
+    actor: Actor,
+    /// V, Q1 and Q2 (stepped by one Adam, as 0.28's value optimizer).
+    values_vs: nn::VarStore,
+    value: Critic,
+    q1: Critic,
+    q2: Critic,
+    target_vs: nn::VarStore,
+    target: Critic,
+    entropy_vs: nn::VarStore,
+    log_alpha_continuous: Option<Tensor>,
+    log_alpha_discrete: Option<Tensor>,
+    policy_adam: Adam,
+    value_adam: Adam,
+    entropy_adam: Adam,
+    buffer: ReplayBuffer,
+    cadence: UpdateCadence,
+    learning_rate: DecayedValue,
+    /// Minibatch draws.
+    rng: rand_chacha::ChaCha8Rng,
+    continuous_target: f64,
+    discrete_targets: Vec<f64>,
+}
+
+impl Sac {
+    /// SAC's networks for `description`, drawn from libtorch's generator (seeded by the
+    /// caller) in 0.28's order: actor, V, Q1, Q2, target (then a copy of V).
+    pub fn new(behavior: &str, description: &PolicyDescription, settings: &TrainerSettings, seed: u64) -> Result<Self, TrainError> {
+        let sac = settings.hyperparameters.sac.clone().ok_or_else(|| TrainError::Mismatch(format!("{behavior}: trainer_type sac without SAC hyperparameters")))?;
+        if description.is_recurrent() {
+            return Err(TrainError::Unsupported(format!("behavior {behavior}: network_settings.memory with trainer_type sac is not trained yet (PPO trains recurrent networks)")));
+        }
+        let actor_vs = nn::VarStore::new(Device::Cpu);
+        let actor = Actor::new(&actor_vs.root(), description);
+        let spec = &description.action_spec;
+        let (c, branches) = (spec.continuous_size, spec.discrete_branches.len());
+        let q_outputs = spec.mask_len().max(1);
+        let values_vs = nn::VarStore::new(Device::Cpu);
+        let value = Critic::new(&(values_vs.root() / VALUE_NETWORK), description);
+        let q1 = Critic::with_heads(&(values_vs.root() / Q1_NETWORK), description, c, q_outputs);
+        let q2 = Critic::with_heads(&(values_vs.root() / Q2_NETWORK), description, c, q_outputs);
+        let target_vs = nn::VarStore::new(Device::Cpu);
+        let target = Critic::new(&(target_vs.root() / TARGET_NETWORK), description);
+        soft_update(&values_vs, VALUE_NETWORK, &target_vs, TARGET_NETWORK, 1.0);
+        let entropy_vs = nn::VarStore::new(Device::Cpu);
+        let initial = sac.init_entcoef.ln();
+        let coefficients = entropy_vs.root() / ENTROPY_COEFFICIENTS;
+        let log_alpha_continuous = (c > 0).then(|| coefficients.var("continuous", &[1], nn::Init::Const(initial)));
+        let log_alpha_discrete = (branches > 0).then(|| coefficients.var("discrete", &[branches as i64], nn::Init::Const(initial)));
+        let (continuous_target, discrete_targets) = target_entropies(c, &spec.discrete_branches);
+        let h = &settings.hyperparameters;
+        Ok(Self {
+            policy_adam: Adam::new(&actor_vs),
+            value_adam: Adam::new(&values_vs),
+            entropy_adam: Adam::new(&entropy_vs),
+            buffer: ReplayBuffer::new(description.observation_sizes(), c, branches, spec.mask_len()),
+            cadence: UpdateCadence::new(sac.steps_per_update, sac.buffer_init_steps),
+            learning_rate: DecayedValue::learning_rate(h.learning_rate_schedule, h.learning_rate, settings.max_steps),
+            rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
+            settings: settings.clone(),
+            sac,
+            description: description.clone(),
+            actor_vs,
+            actor,
+            values_vs,
+            value,
+            q1,
+            q2,
+            target_vs,
+            target,
+            entropy_vs,
+            log_alpha_continuous,
+            log_alpha_discrete,
+            continuous_target,
+            discrete_targets,
+        })
+    }
+
+    /// One gradient step on a sampled minibatch (sac.md §3.2); returns the losses (policy,
+    /// Q1, Q2, V). A non-finite loss is an error before any weight moves.
+    fn gradient_step(&mut self, context: &TrainerContext, lr: f64) -> Result<[f64; 4], TrainError> {
+        for critic in [&mut self.value, &mut self.q1, &mut self.q2, &mut self.target] {
+            critic.copy_normalizers_from(&self.actor);
+        }
+        let batch = self.buffer.sample(self.settings.hyperparameters.batch_size, &mut self.rng);
+        let sample = self.actor.sample_squashed(&batch.obs, None, batch.masks.as_ref());
+        let spec = &self.description.action_spec;
+        let action_input = |a: &Tensor| (spec.continuous_size > 0).then(|| a.shallow_clone());
+        let fresh = action_input(&sample.continuous);
+        let taken = action_input(&batch.continuous);
+        let evaluated = Evaluated {
+            sample: &sample,
+            values: self.value.forward(&batch.obs, None).0,
+            q1_sampled: self.q1.forward_with_action(&batch.obs, fresh.as_ref(), None).0,
+            q2_sampled: tch::no_grad(|| self.q2.forward_with_action(&batch.obs, fresh.as_ref(), None).0),
+            q1_taken: self.q1.forward_with_action(&batch.obs, taken.as_ref(), None).0,
+            q2_taken: self.q2.forward_with_action(&batch.obs, taken.as_ref(), None).0,
+            next_values: tch::no_grad(|| self.target.forward(&batch.next_obs, None).0),
+        };
+        let signal = &self.settings.reward_signals["extrinsic"];
+        let rewards = &batch.rewards * signal.strength;
+        let targets = BatchTargets { rewards: &rewards, done: &batch.done, discrete: &batch.discrete, gamma: signal.gamma };
+        let sizes: Vec<i64> = spec.discrete_branches.iter().map(|k| *k as i64).collect();
+        let alphas = EntropyCoefficients {
+            continuous: self.log_alpha_continuous.as_ref(),
+            discrete: self.log_alpha_discrete.as_ref(),
+            continuous_target: self.continuous_target,
+            discrete_targets: &self.discrete_targets,
+            branch_sizes: &sizes,
+        };
+        let l = losses(&evaluated, &targets, &alphas);
+        let values = [&l.policy, &l.q1, &l.q2, &l.value].map(|t| t.double_value(&[]));
+        if !values.iter().chain([l.entropy.double_value(&[])].iter()).all(|v| v.is_finite()) {
+            return Err(context.divergence(&format!("the loss became non-finite (policy loss {}, Q1 loss {}, Q2 loss {}, value loss {})", values[0], values[1], values[2], values[3]), lr));
+        }
+        self.policy_adam.zero_grad();
+        l.policy.backward();
+        self.policy_adam.step(lr);
+        self.value_adam.zero_grad();
+        (&l.q1 + &l.q2 + &l.value).backward();
+        self.value_adam.step(lr);
+        self.entropy_adam.zero_grad();
+        l.entropy.backward();
+        self.entropy_adam.step(lr);
+        soft_update(&self.values_vs, VALUE_NETWORK, &self.target_vs, TARGET_NETWORK, self.sac.tau);
+        Ok(values)
+    }
+
+    /// The name of a variable of any network holding a NaN or an infinity.
+    fn first_non_finite_variable(&self) -> Option<String> {
+        [&self.actor_vs, &self.values_vs, &self.target_vs, &self.entropy_vs]
+            .iter()
+            .flat_map(|vs| vs.variables())
+            .find(|(_, t)| t.isfinite().all().int64_value(&[]) == 0)
+            .map(|(name, _)| name)
+    }
+
+    /// Mean of `e^log α` (None for a missing coefficient).
+    fn coefficient(log_alpha: Option<&Tensor>) -> Option<f32> {
+        log_alpha.map(|l| l.exp().mean(Kind::Float).double_value(&[]) as f32)
+    }
+}
+
+impl Algorithm for Sac {
+    fn trainer_type(&self) -> &'static str {
+        "sac"
+    }
+
+    fn actor(&self) -> &Actor {
+        &self.actor
+    }
+
+    fn actor_weights(&self) -> Weights {
+        actor_weights(&self.actor_vs)
+    }
+
+    fn learning_rate(&self, step: u64) -> f64 {
+        self.learning_rate.value(step)
+    }
+
+    /// Normalisers, the value statistic, and every step into the replay buffer. A step that
+    /// ended its episode by reaching its maximum length (interrupted) is not done, and looks
+    /// to its own observation as the next (0.28 does so: sac.md §4.3).
+    fn take_trajectory(&mut self, t: Trajectory, context: &mut TrainerContext) -> Result<(), TrainError> {
+        let n = t.steps.len();
+        let sizes = self.description.observation_sizes();
+        let obs: Vec<Tensor> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, size)| {
+                let data: Vec<f32> = t.steps.iter().flat_map(|s| s.obs[i].iter().copied()).collect();
+                Tensor::from_slice(&data).reshape([n as i64, *size as i64])
+            })
+            .collect();
+        if let Err(k) = self.actor.update_normalizers(&obs).and_then(|()| self.value.update_normalizers(&obs)) {
+            let largest = t.steps.iter().flat_map(|s| s.obs[k].iter()).fold(0.0f32, |m, v| if v.abs() > m.abs() { *v } else { m });
+            return Err(context.overflow(t.agent.1, format!("observation {k}"), format!("holds {largest:e}, whose square overflows the observation normaliser (normalize: true)")));
+        }
+        let values: Vec<f32> = tch::no_grad(|| Vec::<f32>::try_from(self.value.forward(&obs, None).0).unwrap_or_default());
+        if !values.iter().all(|v| v.is_finite()) {
+            return Err(context.diverge("the value estimates became non-finite", self.learning_rate.value(context.step)));
+        }
+        context.stats.add("Policy/Extrinsic Value", values.iter().sum::<f32>() / n as f32, StatsAggregation::Average);
+        if let Some(s) = t.steps.iter().find(|s| !s.reward.is_finite()) {
+            return Err(context.overflow(t.agent.1, "the rewards".into(), format!("reach {:e}", s.reward)));
+        }
+        let total = self.description.action_spec.mask_len();
+        for (k, s) in t.steps.iter().enumerate() {
+            let last = k + 1 == n;
+            let next_obs = match (last, t.interrupted) {
+                (false, _) => &t.steps[k + 1].obs,
+                (true, true) => &s.obs,
+                (true, false) => &t.next_obs,
+            };
+            let mask: Vec<f32> = if s.action_mask.len() == total { s.action_mask.iter().map(|m| if *m { 0.0 } else { 1.0 }).collect() } else { vec![1.0; total] };
+            self.buffer.push(Transition {
+                obs: &s.obs,
+                next_obs,
+                continuous: &s.decision.continuous,
+                discrete: &s.decision.discrete,
+                mask: &mask,
+                done: last && t.terminal && !t.interrupted,
+                reward: s.reward,
+            });
+        }
+        Ok(())
+    }
+
+    /// The gradient steps due at this step (sac.md §3.1), then the buffer trimmed.
+    fn maybe_update(&mut self, context: &mut TrainerContext) -> Result<bool, TrainError> {
+        let batch_size = self.settings.hyperparameters.batch_size;
+        if !self.cadence.ready(context.step, self.buffer.len(), batch_size) {
+            return Ok(false);
+        }
+        let lr = self.learning_rate.value(context.step);
+        let due = self.cadence.take_due(context.step);
+        let mut losses: [Vec<f32>; 4] = Default::default();
+        for _ in 0..due {
+            let values = self.gradient_step(context, lr)?;
+            for (all, v) in losses.iter_mut().zip(values) {
+                all.push(v as f32);
+            }
+        }
+        self.buffer.trim(self.settings.hyperparameters.buffer_size);
+        if due == 0 {
+            return Ok(false);
+        }
+        if let Some(name) = self.first_non_finite_variable() {
+            return Err(context.diverge(&format!("the update left non-finite values in {name}"), lr));
+        }
+        for (tag, values) in ["Losses/Policy Loss", "Losses/Q1 Loss", "Losses/Q2 Loss", "Losses/Value Loss"].into_iter().zip(losses) {
+            if let Some(mean) = StatsAggregation::Average.aggregate(&values) {
+                context.stats.add(tag, mean, StatsAggregation::Average);
+            }
+        }
+        for (tag, value) in [("Policy/Continuous Entropy Coeff", Self::coefficient(self.log_alpha_continuous.as_ref())), ("Policy/Discrete Entropy Coeff", Self::coefficient(self.log_alpha_discrete.as_ref()))] {
+            if let Some(value) = value {
+                context.stats.add(tag, value, StatsAggregation::Average);
+            }
+        }
+        context.stats.add("Policy/Learning Rate", lr as f32, StatsAggregation::Average);
+        Ok(true)
+    }
+
+    fn discard_experience(&mut self) {
+        self.buffer.keep_newest(0);
+    }
+
+    fn end_episodes(&mut self) {}
+
+    /// Every network (the entropy coefficients included), the three optimizers' moments, and
+    /// the update counter.
+    fn state(&self) -> AlgorithmState {
+        let mut tensors = Weights::default();
+        for vs in [&self.actor_vs, &self.values_vs, &self.target_vs, &self.entropy_vs] {
+            tensors.0.extend(variables(vs).0);
+        }
+        for adam in [&self.policy_adam, &self.value_adam, &self.entropy_adam] {
+            tensors.0.extend(adam.moments().0);
+        }
+        let record = serde_json::json!({ "cadence": self.cadence, "value_optimizer": self.value_adam.state(), "entropy_optimizer": self.entropy_adam.state() });
+        AlgorithmState { tensors, optimizer: self.policy_adam.state().clone(), record: Some(record) }
+    }
+
+    fn restore(&mut self, tensors: &Weights, optimizer: &AdamState, record: Option<&serde_json::Value>, resume: bool) -> Result<Vec<String>, TrainError> {
+        let mut skipped = vec![];
+        for vs in [&self.actor_vs, &self.values_vs, &self.target_vs, &self.entropy_vs] {
+            skipped.extend(load_variables(vs, tensors));
+        }
+        if !resume {
+            return Ok(skipped);
+        }
+        self.policy_adam.restore(optimizer, tensors);
+        let recorded = |key: &str| record.and_then(|r| serde_json::from_value::<AdamState>(r[key].clone()).ok());
+        self.value_adam.restore(&recorded("value_optimizer").unwrap_or_else(|| optimizer.clone()), tensors);
+        self.entropy_adam.restore(&recorded("entropy_optimizer").unwrap_or_else(|| optimizer.clone()), tensors);
+        match record.and_then(|r| serde_json::from_value::<UpdateCadence>(r["cadence"].clone()).ok()) {
+            // The counter goes on; the ratio and initial steps are this run's settings.
+            Some(saved) => self.cadence.update_steps = saved.update_steps,
+            None => {
+                log::warn!("the checkpoint holds no SAC update counter; it is recomputed from the step");
+            }
+        }
+        Ok(skipped)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// sac.md §2.4: −n for continuous actions, 0.2·ln(k) per branch.
+    #[test]
+    fn target_entropies_follow_0_28() {
+        let (continuous, discrete) = target_entropies(3, &[2, 3, 4, 5, 7]);
+        assert_eq!(continuous, -3.0);
+        let expected = [0.1386, 0.2197, 0.2773, 0.3219, 0.3892];
+        for (d, e) in discrete.iter().zip(expected) {
+            assert!((d - e).abs() < 1e-4, "{d} vs {e}");
+        }
+    }
+
+    /// The target moves τ of the way to the source's trainable variables; its normaliser and
+    /// variables of other names stay.
+    #[test]
+    fn soft_update_moves_the_target_by_tau() {
+        let source = nn::VarStore::new(Device::Cpu);
+        let target = nn::VarStore::new(Device::Cpu);
+        let s = source.root() / "value_network";
+        let t = target.root() / "target_network";
+        let _ = s.var("w", &[2], nn::Init::Const(1.0));
+        let _ = s.zeros_no_train("running_mean", &[1]).fill_(4.0);
+        let w = t.var("w", &[2], nn::Init::Const(0.0));
+        let mean = t.zeros_no_train("running_mean", &[1]);
+        soft_update(&source, VALUE_NETWORK, &target, TARGET_NETWORK, 0.25);
+        assert_eq!(Vec::<f32>::try_from(&w).unwrap(), vec![0.25, 0.25]);
+        soft_update(&source, VALUE_NETWORK, &target, TARGET_NETWORK, 0.25);
+        assert_eq!(Vec::<f32>::try_from(&w).unwrap(), vec![0.4375, 0.4375]);
+        assert_eq!(Vec::<f32>::try_from(&mean).unwrap(), vec![0.0]);
+    }
+}

@@ -1,0 +1,88 @@
+//! SAC (the `train` feature) solves the ML-Agents test-suite scenes within the budgets of
+//! 0.28's own SAC tests (sac.md §8.2: the dummy SAC config, mean of the last 5 episode returns
+//! above the test's threshold), trained against the stand-ins as real child processes, three
+//! seeds each (two must pass: our random streams are not Python's).
+#![cfg(feature = "train")]
+
+use mlagents::train::config::RunOptions;
+use mlagents::train::session::{learn, LearnOptions};
+
+/// ML-Agents' `sac_dummy_config` (lr 5e-3, batch 8, buffer_init_steps 100, buffer 5000,
+/// τ 0.01, init_entcoef 0.01; 16 hidden units, 1 layer) with a test's overrides.
+fn dummy_config(max_steps: u64, overrides: &[(&str, &str)], seed: i64) -> RunOptions {
+    let mut keys: Vec<(&str, &str)> =
+        vec![("learning_rate", "5.0e-3"), ("learning_rate_schedule", "constant"), ("batch_size", "8"), ("buffer_init_steps", "100"), ("buffer_size", "5000"), ("tau", "0.01"), ("init_entcoef", "0.01")];
+    for (key, value) in overrides {
+        match keys.iter_mut().find(|(k, _)| k == key) {
+            Some(entry) => entry.1 = value,
+            None => keys.push((key, value)),
+        }
+    }
+    let hyperparameters = format!("{{{}}}", keys.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "));
+    let yaml = format!(
+        "behaviors:\n  1D:\n    trainer_type: sac\n    hyperparameters: {hyperparameters}\n    network_settings: {{hidden_units: 16, num_layers: 1}}\n    \
+         reward_signals: {{extrinsic: {{gamma: 0.99, strength: 1.0}}}}\n    max_steps: {max_steps}\n    time_horizon: 64\n    \
+         summary_freq: 100\nenv_settings: {{base_port: 0, seed: {seed}}}\n"
+    );
+    RunOptions::from_yaml(&yaml, "sac_dummy.yaml").unwrap()
+}
+
+fn last5(returns: &[f32]) -> f32 {
+    let tail = &returns[returns.len().saturating_sub(5)..];
+    tail.iter().sum::<f32>() / tail.len().max(1) as f32
+}
+
+/// Trains `scene` with three seeds; two must end above `threshold`.
+fn trains(scene: &str, max_steps: u64, overrides: &[(&str, &str)], threshold: f32) {
+    let options = LearnOptions::in_memory(&format!("sim:{scene}"));
+    let mut scores = vec![];
+    for seed in [1337, 1338, 1339] {
+        let results = learn(&dummy_config(max_steps, overrides, seed), &options).unwrap();
+        let r = &results["1D"];
+        assert!(r.steps >= max_steps);
+        scores.push(last5(&r.episode_returns));
+    }
+    eprintln!("{scene}: last-5 mean returns per seed {scores:?}");
+    let passed = scores.iter().filter(|s| **s > threshold).count();
+    assert!(passed >= 2, "{scene}: {passed} of 3 seeds reached {threshold} in {max_steps} steps: {scores:?}");
+}
+
+/// test_simple_sac: one action, step 0.2, 1000 steps, above 0.9.
+#[test]
+fn simple_discrete() {
+    trains("Simple1DDiscrete", 1000, &[], 0.9);
+}
+
+#[test]
+fn simple_continuous() {
+    trains("Simple1DContinuous", 1000, &[], 0.9);
+}
+
+/// test_2d_sac: two actions, step 0.8, buffer_init_steps 2000, 3000 steps, above 0.8.
+#[test]
+fn two_dimensional_discrete() {
+    trains("Simple2DDiscrete", 3000, &[("buffer_init_steps", "2000")], 0.8);
+}
+
+#[test]
+fn two_dimensional_continuous() {
+    trains("Simple2DContinuous", 3000, &[("buffer_init_steps", "2000")], 0.8);
+}
+
+/// test_visual_sac: one 20x20x3 image, no vector, batch 16, lr 3e-4, 1000 steps.
+#[test]
+fn visual_discrete() {
+    trains("SimpleVisualDiscrete", 1000, &[("batch_size", "16"), ("learning_rate", "3.0e-4")], 0.9);
+}
+
+#[test]
+fn visual_continuous() {
+    trains("SimpleVisualContinuous", 1000, &[("batch_size", "16"), ("learning_rate", "3.0e-4")], 0.9);
+}
+
+/// test_hybrid_sac: one continuous action and one branch, step 0.8, buffer 50000, batch 256,
+/// no initial steps, 4000 steps.
+#[test]
+fn hybrid() {
+    trains("SimpleHybrid", 4000, &[("buffer_size", "50000"), ("batch_size", "256"), ("buffer_init_steps", "0")], 0.9);
+}
