@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{event_file, play_file, temp_dir};
+use common::{event_file, finish, play_file, spawn_learn_on, temp_dir};
 use mlagents::train::config::RunOptions;
 use mlagents::train::session::{learn, LearnOptions};
 
@@ -135,4 +135,89 @@ fn a_trained_policy_exports_passes_parity_and_plays() {
         let _ = std::fs::remove_dir_all(dir);
         let _ = std::fs::remove_dir_all(ppo_dir);
     }
+}
+
+/// Killed (SIGKILL) in the middle of a run with `save_replay_buffer: true`, then `--resume`:
+/// the resumed trainer holds exactly the checkpoint's networks, optimizer moments, entropy
+/// coefficients (0.28 resets them to `init_entcoef` on resume, issue #5781), update counter
+/// and replay buffer rows; resumed for real, it goes on counting.
+#[test]
+fn resume_after_a_kill_continues_exactly() {
+    use mlagents::checkpoint::{self, ROLLOUT_PREFIX};
+    let dir = temp_dir("sac-resume");
+    let config = dir.join("config.yaml");
+    let yaml = |max_steps: u64| {
+        format!(
+            "behaviors:\n  1D:\n    trainer_type: sac\n    hyperparameters: {{batch_size: 16, buffer_size: 2000, buffer_init_steps: 50, init_entcoef: 0.5, save_replay_buffer: true}}\n    \
+             network_settings: {{normalize: true, hidden_units: 16, num_layers: 1}}\n    max_steps: {max_steps}\n    summary_freq: 500\n    checkpoint_interval: 300\n\
+             env_settings: {{base_port: 0, seed: 3}}\n"
+        )
+    };
+    std::fs::write(&config, yaml(10_000_000)).unwrap();
+    let mut child = spawn_learn_on("Simple1DContinuous", &config, "run", &dir, &[]);
+    let behavior_dir = dir.join("run/1D");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while checkpoint::list(&behavior_dir, "1D").len() < 4 {
+        assert!(std::time::Instant::now() < deadline, "no checkpoints after 120 s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let saved = checkpoint::latest(&behavior_dir, "1D").unwrap();
+    let step = saved.description.step;
+    let replay = behavior_dir.join(format!("1D-{step}.replay"));
+    let buffer = std::fs::read(&replay).unwrap_or_else(|e| panic!("{}: {e}", replay.display()));
+    let replays = std::fs::read_dir(&behavior_dir).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".replay")).count();
+    assert_eq!(replays, 1, "one copy of the buffer, beside the newest checkpoint");
+    let alpha = saved.tensors.0["log_ent_coef.continuous"].data[0].exp();
+    assert!((alpha - 0.5).abs() > 1e-3, "the entropy coefficient was learnt ({alpha})");
+    let counter = |c: &checkpoint::Checkpoint| c.description.trainer_state.as_ref().unwrap()["cadence"]["update_steps"].as_u64().unwrap();
+    assert!(counter(&saved) > 100, "{:?}", saved.description.trainer_state);
+
+    // Resume with max_steps below the saved step: nothing is trained, and the final
+    // checkpoint (at the same step) holds exactly the restored state.
+    std::fs::write(&config, yaml(1)).unwrap();
+    let (ok, log) = finish(spawn_learn_on("Simple1DContinuous", &config, "run", &dir, &["--resume"]));
+    assert!(ok, "{log}");
+    assert!(log.contains("replay buffer restored"), "{log}");
+    let restored = checkpoint::at_step(&behavior_dir, "1D", step).unwrap();
+    let state = |c: &checkpoint::Checkpoint| {
+        let mut t = c.tensors.0.clone();
+        t.retain(|name, _| !name.starts_with(ROLLOUT_PREFIX));
+        t
+    };
+    assert!(state(&saved).keys().any(|k| k.starts_with("optimizer.m.q1_network")) && state(&saved).contains_key("target_network.network_body._body_endoder.seq_layers.0.weight"));
+    assert!(state(&restored) == state(&saved), "resumed networks, moments or coefficients differ from the checkpoint");
+    assert_eq!(restored.description.trainer_state, saved.description.trainer_state, "optimizer steps and the update counter");
+    assert_eq!(restored.description.optimizer, saved.description.optimizer);
+    assert!(std::fs::read(&replay).unwrap() == buffer, "the replay buffer rows differ from the checkpoint's");
+
+    // Resume for real: updates go on from the saved counter (no wait of another
+    // buffer_init_steps, as 0.28 has), and the buffer keeps growing.
+    std::fs::write(&config, yaml(step + 500)).unwrap();
+    let (ok, log) = finish(spawn_learn_on("Simple1DContinuous", &config, "run", &dir, &["--resume"]));
+    assert!(ok, "{log}");
+    let last = checkpoint::latest(&behavior_dir, "1D").unwrap();
+    assert!(last.description.step >= step + 500);
+    assert!(counter(&last) >= counter(&saved) + 450, "{} then {}", counter(&saved), counter(&last));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Without `save_replay_buffer` a resume says that the buffer starts empty, as 0.28 resumes.
+#[test]
+fn a_resume_without_a_saved_buffer_says_so() {
+    let dir = temp_dir("sac-resume-empty");
+    let config = dir.join("config.yaml");
+    let yaml = |max_steps: u64| format!("behaviors:\n  1D:\n    trainer_type: sac\n    hyperparameters: {{batch_size: 16}}\n    network_settings: {{hidden_units: 16, num_layers: 1}}\n    max_steps: {max_steps}\nenv_settings: {{base_port: 0}}\n");
+    std::fs::write(&config, yaml(300)).unwrap();
+    let (ok, log) = finish(spawn_learn_on("Simple1DDiscrete", &config, "run", &dir, &[]));
+    assert!(ok, "{log}");
+    std::fs::write(&config, yaml(400)).unwrap();
+    let (ok, log) = finish(spawn_learn_on("Simple1DDiscrete", &config, "run", &dir, &["--resume"]));
+    assert!(ok && log.contains("save_replay_buffer is off"), "{log}");
+    // A PPO configuration cannot resume a SAC checkpoint: the optimizers differ.
+    std::fs::write(&config, "behaviors:\n  1D:\n    network_settings: {hidden_units: 16, num_layers: 1}\n    max_steps: 500\nenv_settings: {base_port: 0}\n").unwrap();
+    let (ok, log) = finish(spawn_learn_on("Simple1DDiscrete", &config, "run", &dir, &["--resume"]));
+    assert!(!ok && log.contains("trainer_type sac"), "{log}");
+    let _ = std::fs::remove_dir_all(dir);
 }

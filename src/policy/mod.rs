@@ -232,7 +232,9 @@ impl PolicyDescription {
         compare("num_layers", self.num_layers.to_string(), other.num_layers.to_string());
         compare("normalize", self.normalize.to_string(), other.normalize.to_string());
         compare("memory_size", self.memory_size.to_string(), other.memory_size.to_string());
-        compare("continuous head", format!("{:?}", self.continuous_head), format!("{:?}", other.continuous_head));
+        if self.action_spec.continuous_size > 0 {
+            compare("continuous head", format!("{:?}", self.continuous_head), format!("{:?}", other.continuous_head));
+        }
         found
     }
 

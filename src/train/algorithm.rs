@@ -73,8 +73,10 @@ pub trait Algorithm {
     /// Updates when it is time to; returns whether an update ran.
     fn maybe_update(&mut self, context: &mut TrainerContext) -> Result<bool, TrainError>;
 
-    /// Forgets the experience kept for updates (training is over).
-    fn discard_experience(&mut self);
+    /// Training has reached `max_steps`: experience kept for updates that will not come may
+    /// go (PPO's buffer), and no more is taken; what checkpoints keep stays (SAC's replay
+    /// buffer, for a resume with a higher `max_steps`).
+    fn training_over(&mut self);
 
     /// The environments are reset under the episodes in progress: forgets what it kept of
     /// them (a recurrent critic's memories).
@@ -82,6 +84,17 @@ pub trait Algorithm {
 
     /// What a checkpoint holds of it.
     fn state(&self) -> AlgorithmState;
+
+    /// The experience it keeps between updates that a checkpoint should keep too (SAC's replay
+    /// buffer with `save_replay_buffer`); None when there is none to keep.
+    fn experience_to_keep(&self) -> Option<Weights> {
+        None
+    }
+
+    /// Takes back experience [`Algorithm::experience_to_keep`] gave; returns the rows taken.
+    fn restore_experience(&mut self, _experience: &Weights) -> Result<usize, String> {
+        Err(format!("{} keeps no experience in its checkpoints", self.trainer_type()))
+    }
 
     /// Loads a checkpoint's tensors (and, when `resume`, its optimizer state and `record`);
     /// returns the variables the checkpoint had no tensor for (they keep their fresh values).

@@ -332,7 +332,7 @@ impl Algorithm for Ppo {
         Ok(true)
     }
 
-    fn discard_experience(&mut self) {
+    fn training_over(&mut self) {
         self.buffer.clear();
     }
 

@@ -82,6 +82,8 @@ pub struct Sac {
     rng: rand_chacha::ChaCha8Rng,
     continuous_target: f64,
     discrete_targets: Vec<f64>,
+    /// `max_steps` reached: no more rows are taken (0.28 appends only while it trains).
+    training_over: bool,
 }
 
 impl Sac {
@@ -135,6 +137,7 @@ impl Sac {
             log_alpha_discrete,
             continuous_target,
             discrete_targets,
+            training_over: false,
         })
     }
 
@@ -246,6 +249,9 @@ impl Algorithm for Sac {
         if let Some(s) = t.steps.iter().find(|s| !s.reward.is_finite()) {
             return Err(context.overflow(t.agent.1, "the rewards".into(), format!("reach {:e}", s.reward)));
         }
+        if self.training_over {
+            return Ok(());
+        }
         let total = self.description.action_spec.mask_len();
         for (k, s) in t.steps.iter().enumerate() {
             let last = k + 1 == n;
@@ -304,8 +310,8 @@ impl Algorithm for Sac {
         Ok(true)
     }
 
-    fn discard_experience(&mut self) {
-        self.buffer.keep_newest(0);
+    fn training_over(&mut self) {
+        self.training_over = true;
     }
 
     fn end_episodes(&mut self) {}
@@ -322,6 +328,15 @@ impl Algorithm for Sac {
         }
         let record = serde_json::json!({ "cadence": self.cadence, "value_optimizer": self.value_adam.state(), "entropy_optimizer": self.entropy_adam.state() });
         AlgorithmState { tensors, optimizer: self.policy_adam.state().clone(), record: Some(record) }
+    }
+
+    fn experience_to_keep(&self) -> Option<Weights> {
+        self.sac.save_replay_buffer.then(|| self.buffer.to_weights())
+    }
+
+    fn restore_experience(&mut self, experience: &Weights) -> Result<usize, String> {
+        self.buffer = self.buffer.from_weights(experience)?;
+        Ok(self.buffer.len())
     }
 
     fn restore(&mut self, tensors: &Weights, optimizer: &AdamState, record: Option<&serde_json::Value>, resume: bool) -> Result<Vec<String>, TrainError> {

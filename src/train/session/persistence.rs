@@ -64,6 +64,7 @@ pub(super) fn create_trainer(run: &RunOptions, options: &LearnOptions, lessons: 
         let c = checkpoint::latest(&dir, &brain).map_err(|e| TrainError::checkpoint(format!("cannot resume {brain}"), e))?;
         trainer.restore(&c, true)?;
         log::info!("Resuming training of {brain} from step {} ({})", c.description.step, c.path.display());
+        restore_replay_buffer(&mut trainer, &dir, c.description.step)?;
     } else if let Some(from) = &options.initialize_from {
         let c = checkpoint::latest(&from.join(&brain), &brain).map_err(|e| TrainError::checkpoint(format!("cannot initialize {brain} from {}", from.display()), e))?;
         trainer.restore(&c, false)?;
@@ -84,6 +85,62 @@ fn remove_event_files(dir: &Path) {
     }
 }
 
+/// `<Behavior>-<step>.replay` beside the checkpoint of that step: the experience it kept.
+fn replay_path(dir: &Path, behavior: &str, step: u64) -> PathBuf {
+    dir.join(format!("{}.replay", checkpoint::stem(behavior, step)))
+}
+
+/// Writes the experience `trainer` keeps (SAC's replay buffer with `save_replay_buffer`) beside
+/// the checkpoint of `step`, atomically, before that checkpoint exists; so the newest
+/// checkpoint always finds its buffer, even after a kill.
+fn save_replay_buffer(trainer: &BehaviorTrainer, dir: &Path, step: u64) -> Result<(), TrainError> {
+    let Some(experience) = trainer.experience_to_keep() else { return Ok(()) };
+    let path = replay_path(dir, &trainer.behavior, step);
+    let bytes = experience.to_safetensors();
+    std::fs::create_dir_all(dir).map_err(|e| TrainError::writing(dir.to_path_buf(), e))?;
+    checkpoint::write_atomic(&path, &bytes).map_err(|e| TrainError::writing(path.clone(), e))?;
+    let rows = experience.0.get("replay.done").map_or(0, |t| t.data.len());
+    log::info!("Saved the replay buffer of {} ({rows} rows, {:.1} MB) to {}", trainer.behavior, bytes.len() as f64 / 1e6, path.display());
+    Ok(())
+}
+
+/// Deletes every replay buffer of `behavior` but the one of `step` (one copy is kept, the
+/// newest checkpoint's).
+fn remove_older_replay_buffers(dir: &Path, behavior: &str, step: u64) {
+    let kept = replay_path(dir, behavior, step);
+    let prefix = format!("{behavior}-");
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&prefix) && name.ends_with(".replay") && entry.path() != kept {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// `--resume`: the replay buffer saved beside the checkpoint resumed from, when the trainer
+/// keeps one (a damaged file is an error; a missing one is said, and the buffer starts empty).
+fn restore_replay_buffer(trainer: &mut BehaviorTrainer, dir: &Path, step: u64) -> Result<(), TrainError> {
+    let Some(sac) = trainer.settings.hyperparameters.sac.clone() else { return Ok(()) };
+    if !sac.save_replay_buffer {
+        log::info!("{}: save_replay_buffer is off, so the replay buffer starts empty and refills before updates resume (as 0.28 resumes)", trainer.behavior);
+        return Ok(());
+    }
+    let path = replay_path(dir, &trainer.behavior, step);
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            log::warn!("{}: no replay buffer beside the checkpoint of step {step} ({} is missing); the buffer starts empty", trainer.behavior, path.display());
+            return Ok(());
+        }
+        Err(e) => return Err(TrainError::Io { what: "replay buffer", path, source: e }),
+    };
+    let damaged = |why: String| TrainError::Mismatch(format!("{}: the replay buffer cannot be read ({why}); move it away to resume with an empty buffer", path.display()));
+    let experience = crate::policy::Weights::from_safetensors(&bytes).map_err(|e| damaged(e.to_string()))?;
+    let rows = trainer.restore_experience(&experience).map_err(damaged)?;
+    log::info!("{}: replay buffer restored from {} ({rows} rows)", trainer.behavior, path.display());
+    Ok(())
+}
+
 /// Writes a checkpoint labelled `step` into `<run>/<Behavior>/` (with the curriculum's state
 /// when the run has environment parameters), verifies it by reading it back, exports
 /// `<Behavior>-<step>.onnx` / `.nn` beside it, and drops the oldest beyond `keep_checkpoints`.
@@ -95,11 +152,13 @@ pub(super) fn save_checkpoint(trainer: &BehaviorTrainer, lessons: &LessonManager
         description.self_play = Some(record);
         tensors.0.extend(self_play_tensors.0);
     }
+    save_replay_buffer(trainer, &dir, step)?;
     let path = checkpoint::Checkpoint::write(&dir, description, &tensors).map_err(|source| TrainError::Checkpoint { context: None, source })?;
     let saved = checkpoint::Checkpoint::read(&path).map_err(|e| TrainError::checkpoint("checkpoint written but unreadable", e))?;
     let stem = checkpoint::stem(&trainer.behavior, step);
     export_checkpoint(&saved, &dir, &stem, ExportOptions::default(), false)?;
     checkpoint::prune(&dir, &trainer.behavior, trainer.settings.keep_checkpoints);
+    remove_older_replay_buffers(&dir, &trainer.behavior, step);
     log::info!("Exported {}", dir.join(format!("{stem}.onnx")).display());
     Ok(saved)
 }

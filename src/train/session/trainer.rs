@@ -243,7 +243,7 @@ impl BehaviorTrainer {
             self.count_steps(n);
         }
         if !self.should_train() {
-            self.algorithm.discard_experience();
+            self.algorithm.training_over();
         }
         Ok(Ingested { episode_returns, games })
     }
@@ -349,18 +349,20 @@ impl BehaviorTrainer {
         (description, tensors)
     }
 
+    /// What of the experience between updates a checkpoint keeps (SAC's replay buffer with
+    /// `save_replay_buffer`).
+    pub fn experience_to_keep(&self) -> Option<Weights> {
+        self.algorithm.experience_to_keep()
+    }
+
+    /// Takes back experience a checkpoint kept; returns the rows taken.
+    pub fn restore_experience(&mut self, experience: &Weights) -> Result<usize, String> {
+        self.algorithm.restore_experience(experience)
+    }
+
     /// Loads a checkpoint's networks, and, when `resume`, the optimizer state and the step
     /// count (`--initialize-from` starts again at step 0 with a fresh optimizer).
     pub fn restore(&mut self, checkpoint: &Checkpoint, resume: bool) -> Result<(), TrainError> {
-        let differences = checkpoint.description.policy.differences(&self.description);
-        if !differences.is_empty() {
-            let what_to_do = if resume {
-                "resume with the run's own configuration.yaml, or start a new network with --initialize-from"
-            } else {
-                "--initialize-from needs the same network: give this run the checkpoint's network_settings"
-            };
-            return Err(TrainError::Mismatch(format!("{}: the checkpoint's network differs from this run's ({}); {what_to_do}", checkpoint.path.display(), differences.join("; "))));
-        }
         let trainer = &checkpoint.description.trainer;
         if trainer != self.algorithm.trainer_type() {
             return Err(TrainError::Mismatch(format!(
@@ -370,6 +372,15 @@ impl BehaviorTrainer {
                 self.algorithm.trainer_type(),
                 self.behavior
             )));
+        }
+        let differences = checkpoint.description.policy.differences(&self.description);
+        if !differences.is_empty() {
+            let what_to_do = if resume {
+                "resume with the run's own configuration.yaml, or start a new network with --initialize-from"
+            } else {
+                "--initialize-from needs the same network: give this run the checkpoint's network_settings"
+            };
+            return Err(TrainError::Mismatch(format!("{}: the checkpoint's network differs from this run's ({}); {what_to_do}", checkpoint.path.display(), differences.join("; "))));
         }
         let skipped = self.algorithm.restore(&checkpoint.tensors, &checkpoint.description.optimizer, checkpoint.description.trainer_state.as_ref(), resume)?;
         if !skipped.is_empty() {
