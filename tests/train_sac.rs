@@ -13,6 +13,11 @@ use mlagents::train::session::{learn, LearnOptions};
 /// ML-Agents' `sac_dummy_config` (lr 5e-3, batch 8, buffer_init_steps 100, buffer 5000,
 /// τ 0.01, init_entcoef 0.01; 16 hidden units, 1 layer) with a test's overrides.
 fn dummy_config(max_steps: u64, overrides: &[(&str, &str)], seed: i64) -> RunOptions {
+    dummy_config_with_network(max_steps, overrides, "", seed)
+}
+
+/// [`dummy_config`] with more network settings (`network`: ", key: value" pairs).
+fn dummy_config_with_network(max_steps: u64, overrides: &[(&str, &str)], network: &str, seed: i64) -> RunOptions {
     let mut keys: Vec<(&str, &str)> =
         vec![("learning_rate", "5.0e-3"), ("learning_rate_schedule", "constant"), ("batch_size", "8"), ("buffer_init_steps", "100"), ("buffer_size", "5000"), ("tau", "0.01"), ("init_entcoef", "0.01")];
     for (key, value) in overrides {
@@ -23,7 +28,7 @@ fn dummy_config(max_steps: u64, overrides: &[(&str, &str)], seed: i64) -> RunOpt
     }
     let hyperparameters = format!("{{{}}}", keys.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "));
     let yaml = format!(
-        "behaviors:\n  1D:\n    trainer_type: sac\n    hyperparameters: {hyperparameters}\n    network_settings: {{hidden_units: 16, num_layers: 1}}\n    \
+        "behaviors:\n  1D:\n    trainer_type: sac\n    hyperparameters: {hyperparameters}\n    network_settings: {{hidden_units: 16, num_layers: 1{network}}}\n    \
          reward_signals: {{extrinsic: {{gamma: 0.99, strength: 1.0}}}}\n    max_steps: {max_steps}\n    time_horizon: 64\n    \
          summary_freq: 100\nenv_settings: {{base_port: 0, seed: {seed}}}\n"
     );
@@ -37,10 +42,15 @@ fn last5(returns: &[f32]) -> f32 {
 
 /// Trains `scene` with three seeds; two must end above `threshold`.
 fn trains(scene: &str, max_steps: u64, overrides: &[(&str, &str)], threshold: f32) {
+    trains_network(scene, max_steps, overrides, "", threshold);
+}
+
+/// [`trains`] with more network settings.
+fn trains_network(scene: &str, max_steps: u64, overrides: &[(&str, &str)], network: &str, threshold: f32) {
     let options = LearnOptions::in_memory(&format!("sim:{scene}"));
     let mut scores = vec![];
     for seed in [1337, 1338, 1339] {
-        let results = learn(&dummy_config(max_steps, overrides, seed), &options).unwrap();
+        let results = learn(&dummy_config_with_network(max_steps, overrides, network, seed), &options).unwrap();
         let r = &results["1D"];
         assert!(r.steps >= max_steps);
         scores.push(last5(&r.episode_returns));
@@ -88,6 +98,20 @@ fn visual_continuous() {
 #[test]
 fn hybrid() {
     trains("SimpleHybrid", 4000, &[("buffer_size", "50000"), ("batch_size", "256"), ("buffer_init_steps", "0")], 0.9);
+}
+
+/// test_recurrent_sac: the memory scene (the goal shown for the first steps only), memory 16,
+/// sequences of 16, batch 256, lr 3e-4, buffer_init_steps 1000, steps_per_update 2, 4000 steps.
+const RECURRENT: [(&str, &str); 5] = [("batch_size", "256"), ("learning_rate", "3.0e-4"), ("buffer_init_steps", "1000"), ("steps_per_update", "2"), ("reward_signal_steps_per_update", "1")];
+
+#[test]
+fn recurrent_discrete() {
+    trains_network("Memory1DDiscrete", 4000, &RECURRENT, ", memory: {memory_size: 16, sequence_length: 16}", 0.9);
+}
+
+#[test]
+fn recurrent_continuous() {
+    trains_network("Memory1DContinuous", 4000, &RECURRENT, ", memory: {memory_size: 16, sequence_length: 16}", 0.9);
 }
 
 /// The targets `mlagents-run check --target all` finds an error for.

@@ -34,6 +34,9 @@ pub struct BatchTargets<'a> {
     /// The buffer's discrete choices `[n, branches]` (int64).
     pub discrete: &'a Tensor,
     pub gamma: f64,
+    /// 1 for real rows, 0 for padding (recurrent networks; None: every row is real).
+    /// Padding counts in no loss (0.28 leaves it in the Q and value losses: sac.md §9 row 4).
+    pub valid: Option<&'a Tensor>,
 }
 
 /// The entropy coefficients as logarithms (trainable), and their target entropies.
@@ -87,6 +90,14 @@ fn taken_choices(q: &Tensor, choices: &Tensor, sizes: &[i64]) -> Tensor {
     Tensor::cat(&per_branch, 1).mean_dim(1, false, Kind::Float)
 }
 
+/// The mean of `t` `[n]` over real rows (all rows without `valid`).
+fn masked_mean(t: &Tensor, valid: Option<&Tensor>) -> Tensor {
+    match valid {
+        Some(valid) => (t * valid).sum(Kind::Float) / valid.sum(Kind::Float).clamp_min(1.0),
+        None => t.mean(Kind::Float),
+    }
+}
+
 fn mean_of(terms: Vec<Tensor>) -> Tensor {
     let count = terms.len() as f64;
     terms.into_iter().reduce(|a, b| a + b).expect("at least one branch") / count
@@ -97,13 +108,14 @@ pub fn losses(e: &Evaluated, batch: &BatchTargets, alphas: &EntropyCoefficients)
     let sizes = alphas.branch_sizes;
     let discrete = !sizes.is_empty();
     let s = e.sample;
+    let mean = |t: &Tensor| masked_mean(t, batch.valid);
     let alpha_c = alphas.continuous.map(|l| l.exp());
     let alpha_d = alphas.discrete.map(|l| l.exp());
     // Q: one-step TD targets on the target value network.
     let y = tch::no_grad(|| batch.rewards + (1.0 - batch.done) * batch.gamma * &e.next_values);
     let taken = |q: &Tensor| if discrete { taken_choices(q, batch.discrete, sizes) } else { q.shallow_clone() };
-    let q1 = (&y - taken(&e.q1_taken)).pow_tensor_scalar(2).mean(Kind::Float) * 0.5;
-    let q2 = (&y - taken(&e.q2_taken)).pow_tensor_scalar(2).mean(Kind::Float) * 0.5;
+    let q1 = mean(&(&y - taken(&e.q1_taken)).pow_tensor_scalar(2)) * 0.5;
+    let q2 = mean(&(&y - taken(&e.q2_taken)).pow_tensor_scalar(2)) * 0.5;
     // Each branch's α·Σ_k P·log P (the discrete entropy terms), per row.
     let branch_entropy_terms = |alpha: &Tensor| -> Vec<Tensor> {
         s.branch_probabilities.iter().zip(&s.branch_log_probabilities).enumerate().map(|(i, (p, l))| alpha.get(i as i64) * (p * l).sum_dim_intlist(1, false, Kind::Float)).collect()
@@ -123,7 +135,7 @@ pub fn losses(e: &Evaluated, batch: &BatchTargets, alphas: &EntropyCoefficients)
             e.q1_sampled.min_other(&e.q2_sampled) - continuous_term.expect("SAC has some action")
         }
     });
-    let value = (&e.values - value_target).pow_tensor_scalar(2).mean(Kind::Float) * 0.5;
+    let value = mean(&(&e.values - value_target).pow_tensor_scalar(2)) * 0.5;
     // π: α·log π − Q1 of the fresh actions (the expectation over each branch's choices).
     let continuous_policy = alpha_c.as_ref().map(|a| a.detach() * &s.continuous_log_prob);
     let policy_rows = match &alpha_d {
@@ -148,7 +160,7 @@ pub fn losses(e: &Evaluated, batch: &BatchTargets, alphas: &EntropyCoefficients)
         }
         None => continuous_policy.expect("SAC has some action") - &e.q1_sampled,
     };
-    let policy = policy_rows.mean(Kind::Float);
+    let policy = mean(&policy_rows);
     // α: towards the target entropies (the bracket without gradient).
     let mut entropy_terms = vec![];
     if let Some(alpha_d) = &alpha_d {
@@ -156,11 +168,11 @@ pub fn losses(e: &Evaluated, batch: &BatchTargets, alphas: &EntropyCoefficients)
             s.branch_probabilities.iter().zip(&s.branch_log_probabilities).zip(alphas.discrete_targets).map(|((p, l), target)| (p * l).sum_dim_intlist(1, false, Kind::Float) + *target).collect()
         });
         let per_row = mean_of(brackets.iter().enumerate().map(|(i, b)| alpha_d.get(i as i64) * b).collect());
-        entropy_terms.push(-per_row.mean(Kind::Float));
+        entropy_terms.push(-mean(&per_row));
     }
     if let Some(alpha_c) = &alpha_c {
         let bracket = tch::no_grad(|| &s.continuous_log_prob + alphas.continuous_target);
-        entropy_terms.push(-(alpha_c * bracket).mean(Kind::Float));
+        entropy_terms.push(-mean(&(alpha_c * bracket)));
     }
     let entropy = entropy_terms.into_iter().reduce(|a, b| a + b).expect("SAC has some action");
     Losses { policy, q1, q2, value, entropy }
@@ -202,7 +214,7 @@ mod tests {
             next_values: t(&[3.0, 4.0], &[2]),
         };
         let (rewards, done, discrete) = (t(&[1.0, -1.0], &[2]), t(&[0.0, 1.0], &[2]), Tensor::zeros([2, 0], (Kind::Int64, tch::Device::Cpu)));
-        let batch = BatchTargets { rewards: &rewards, done: &done, discrete: &discrete, gamma: 0.5 };
+        let batch = BatchTargets { rewards: &rewards, done: &done, discrete: &discrete, gamma: 0.5, valid: None };
         let log_alpha = Tensor::from_slice(&[0.2f32.ln()]);
         let alphas = EntropyCoefficients { continuous: Some(&log_alpha), discrete: None, continuous_target: -1.0, discrete_targets: &[], branch_sizes: &[] };
         let l = losses(&e, &batch, &alphas);
@@ -232,7 +244,7 @@ mod tests {
         let q1 = [1.0f32, 2.0, 0.0, 3.0, -1.0];
         let q2 = [2.0f32, 1.0, 1.0, 1.0, 1.0];
         let (rewards, done, choices) = (t(&[0.5], &[1]), t(&[0.0], &[1]), Tensor::from_slice(&[1i64, 2]).reshape([1, 2]));
-        let batch = BatchTargets { rewards: &rewards, done: &done, discrete: &choices, gamma: 0.9 };
+        let batch = BatchTargets { rewards: &rewards, done: &done, discrete: &choices, gamma: 0.9, valid: None };
         let log_alpha_d = Tensor::from_slice(&[0.1f32.ln(), 0.3f32.ln()]);
         let log_alpha_c = Tensor::from_slice(&[0.5f32.ln()]);
         let targets = [0.2 * 2f64.ln(), 0.2 * 3f64.ln()];
@@ -269,6 +281,41 @@ mod tests {
                 entropy -= 0.5 * (-0.5 + -1.0);
             }
             close(value(&l.entropy), entropy);
+        }
+    }
+
+    /// Padding rows count in no loss: a batch with a padding row gives the losses of the
+    /// real rows alone.
+    #[test]
+    fn padding_rows_count_for_nothing() {
+        let sample = |rows: &[f32]| SquashedSample {
+            continuous: t(&vec![0.1; rows.len()], &[rows.len() as i64, 1]),
+            continuous_log_prob: t(rows, &[rows.len() as i64]),
+            branch_probabilities: vec![],
+            branch_log_probabilities: vec![],
+            memories: None,
+        };
+        fn evaluated(s: &SquashedSample, n: usize, extra: f32) -> Evaluated<'_> {
+            Evaluated {
+            sample: s,
+            values: t(&[1.0, extra][..n], &[n as i64]),
+            q1_sampled: t(&[1.5, extra][..n], &[n as i64]),
+            q2_sampled: t(&[1.2, extra][..n], &[n as i64]),
+            q1_taken: t(&[0.5, extra][..n], &[n as i64]),
+            q2_taken: t(&[0.7, extra][..n], &[n as i64]),
+            next_values: t(&[3.0, extra][..n], &[n as i64]),
+            }
+        }
+        let log_alpha = Tensor::from_slice(&[0.2f32.ln()]);
+        let alphas = EntropyCoefficients { continuous: Some(&log_alpha), discrete: None, continuous_target: -1.0, discrete_targets: &[], branch_sizes: &[] };
+        let no_choices = |n: i64| Tensor::zeros([n, 0], (Kind::Int64, tch::Device::Cpu));
+        let (one, one_done, one_choices) = (t(&[1.0], &[1]), t(&[0.0], &[1]), no_choices(1));
+        let (s1, s2) = (sample(&[-1.0]), sample(&[-1.0, 40.0]));
+        let alone = losses(&evaluated(&s1, 1, 0.0), &BatchTargets { rewards: &one, done: &one_done, discrete: &one_choices, gamma: 0.5, valid: None }, &alphas);
+        let (two, two_done, two_choices, valid) = (t(&[1.0, 9.0], &[2]), t(&[0.0, 0.0], &[2]), no_choices(2), t(&[1.0, 0.0], &[2]));
+        let padded = losses(&evaluated(&s2, 2, 30.0), &BatchTargets { rewards: &two, done: &two_done, discrete: &two_choices, gamma: 0.5, valid: Some(&valid) }, &alphas);
+        for (a, b) in [(&alone.q1, &padded.q1), (&alone.q2, &padded.q2), (&alone.value, &padded.value), (&alone.policy, &padded.policy), (&alone.entropy, &padded.entropy)] {
+            close(value(b), value(a));
         }
     }
 }

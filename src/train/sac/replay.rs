@@ -1,8 +1,12 @@
 //! SAC's replay buffer (sac.md §4): one row per agent step (observations and the next
 //! observations, the squashed continuous action, discrete choices, action masks, done, the
-//! environment reward), stored by column; uniform sampling with replacement; after an update
-//! round the buffer keeps its newest `int(0.8 · buffer_size)` rows once it holds more than
-//! `buffer_size`. It can be written beside a checkpoint and read back exactly.
+//! environment reward; for a recurrent network the actor memory of the step and the critic
+//! memory its sequence starts from), stored by column; uniform sampling with replacement (of
+//! whole sequences for a recurrent network: each trajectory is padded to a multiple of the
+//! sequence length); after an update round the buffer keeps its newest `int(0.8 ·
+//! buffer_size)` rows, rounded down to whole sequences (0.28 cuts sequences there: sac.md §9
+//! row 3), once it holds more than `buffer_size`. It can be written beside a checkpoint and
+//! read back exactly.
 
 use crate::policy::{WeightTensor, Weights};
 use rand::Rng;
@@ -24,6 +28,10 @@ pub struct Transition<'a> {
     pub mask: &'a [f32],
     pub done: bool,
     pub reward: f32,
+    /// The actor memory the step's decision read, and the critic memory its sequence starts
+    /// from (recurrent networks; empty otherwise).
+    pub memory: &'a [f32],
+    pub critic_memory: &'a [f32],
 }
 
 /// A sampled minibatch as tensors.
@@ -40,6 +48,11 @@ pub struct ReplayBatch {
     pub done: Tensor,
     /// `[n]`, the environment's rewards.
     pub rewards: Tensor,
+    /// Each sequence's starting actor and critic memories `[1, n_seq, m]`, and 1 for real rows
+    /// (0 for padding) `[n]` (recurrent networks).
+    pub memories: Option<Tensor>,
+    pub critic_memories: Option<Tensor>,
+    pub valid: Option<Tensor>,
 }
 
 /// The replay buffer of one behavior.
@@ -49,6 +62,9 @@ pub struct ReplayBuffer {
     continuous_size: usize,
     branches: usize,
     mask_len: usize,
+    memory_size: usize,
+    /// Rows per sampled sequence (1 for a feed-forward network).
+    sequence_length: usize,
     obs: Vec<Vec<f32>>,
     next_obs: Vec<Vec<f32>>,
     continuous: Vec<f32>,
@@ -56,16 +72,32 @@ pub struct ReplayBuffer {
     masks: Vec<f32>,
     done: Vec<f32>,
     rewards: Vec<f32>,
+    memory: Vec<f32>,
+    critic_memory: Vec<f32>,
+    valid: Vec<f32>,
+}
+
+/// What a buffer's rows hold besides observations: action sizes and, for a recurrent
+/// network, the memory size and sequence length.
+#[derive(Debug, Clone, Copy)]
+pub struct RowShape {
+    pub continuous_size: usize,
+    pub branches: usize,
+    pub mask_len: usize,
+    pub memory_size: usize,
+    pub sequence_length: usize,
 }
 
 impl ReplayBuffer {
-    pub fn new(observation_sizes: Vec<usize>, continuous_size: usize, branches: usize, mask_len: usize) -> Self {
+    pub fn new(observation_sizes: Vec<usize>, shape: RowShape) -> Self {
         let columns = observation_sizes.len();
         Self {
             observation_sizes,
-            continuous_size,
-            branches,
-            mask_len,
+            continuous_size: shape.continuous_size,
+            branches: shape.branches,
+            mask_len: shape.mask_len,
+            memory_size: shape.memory_size,
+            sequence_length: shape.sequence_length.max(1),
             obs: vec![vec![]; columns],
             next_obs: vec![vec![]; columns],
             continuous: vec![],
@@ -73,6 +105,9 @@ impl ReplayBuffer {
             masks: vec![],
             done: vec![],
             rewards: vec![],
+            memory: vec![],
+            critic_memory: vec![],
+            valid: vec![],
         }
     }
 
@@ -98,6 +133,33 @@ impl ReplayBuffer {
         self.masks.extend_from_slice(t.mask);
         self.done.push(if t.done { 1.0 } else { 0.0 });
         self.rewards.push(t.reward);
+        if self.memory_size > 0 {
+            self.memory.extend_from_slice(t.memory);
+            self.critic_memory.extend_from_slice(t.critic_memory);
+            self.valid.push(1.0);
+        }
+    }
+
+    /// Pads the rows to a whole number of sequences (after each trajectory of a recurrent
+    /// network): zero observations, actions, rewards and memories, every action allowed, not
+    /// done, and marked as padding.
+    pub fn pad_to_sequence(&mut self) {
+        while self.len() % self.sequence_length != 0 {
+            for (column, size) in self.obs.iter_mut().zip(&self.observation_sizes) {
+                column.resize(column.len() + size, 0.0);
+            }
+            for (column, size) in self.next_obs.iter_mut().zip(&self.observation_sizes) {
+                column.resize(column.len() + size, 0.0);
+            }
+            self.continuous.resize(self.continuous.len() + self.continuous_size, 0.0);
+            self.discrete.resize(self.discrete.len() + self.branches, 0);
+            self.masks.resize(self.masks.len() + self.mask_len, 1.0);
+            self.done.push(0.0);
+            self.rewards.push(0.0);
+            self.memory.resize(self.memory.len() + self.memory_size, 0.0);
+            self.critic_memory.resize(self.critic_memory.len() + self.memory_size, 0.0);
+            self.valid.push(0.0);
+        }
     }
 
     /// Keeps the newest `keep` rows.
@@ -117,19 +179,31 @@ impl ReplayBuffer {
         self.masks.drain(..drop * self.mask_len);
         self.done.drain(..drop);
         self.rewards.drain(..drop);
-    }
-
-    /// After an update round: more than `buffer_size` rows are trimmed to the newest
-    /// `int(0.8 · buffer_size)`.
-    pub fn trim(&mut self, buffer_size: usize) {
-        if self.len() > buffer_size {
-            self.keep_newest((TRIM_SHARE * buffer_size as f64) as usize);
+        if self.memory_size > 0 {
+            self.memory.drain(..drop * self.memory_size);
+            self.critic_memory.drain(..drop * self.memory_size);
+            self.valid.drain(..drop);
         }
     }
 
-    /// `n` rows drawn uniformly with replacement.
-    pub fn sample(&self, n: usize, rng: &mut impl Rng) -> ReplayBatch {
-        let rows: Vec<usize> = (0..n).map(|_| rng.random_range(0..self.len())).collect();
+    /// After an update round: more than `buffer_size` rows are trimmed to the newest
+    /// `int(0.8 · buffer_size)`, rounded down to whole sequences.
+    pub fn trim(&mut self, buffer_size: usize) {
+        if self.len() > buffer_size {
+            let keep = (TRIM_SHARE * buffer_size as f64) as usize;
+            self.keep_newest(keep - keep % self.sequence_length);
+        }
+    }
+
+    /// `batch_size` rows drawn uniformly with replacement: single rows, or for a recurrent
+    /// network `batch_size / sequence_length` whole sequences (at least one).
+    pub fn sample(&self, batch_size: usize, rng: &mut impl Rng) -> ReplayBatch {
+        let l = self.sequence_length;
+        let sequences = (batch_size / l).max(1);
+        let rows: Vec<usize> = (0..sequences).flat_map(|_| {
+            let start = rng.random_range(0..self.len() / l) * l;
+            start..start + l
+        }).collect();
         self.rows(&rows)
     }
 
@@ -141,7 +215,7 @@ impl ReplayBuffer {
             Tensor::from_slice(&data).reshape([n, width as i64])
         };
         let discrete: Vec<i64> = rows.iter().flat_map(|r| &self.discrete[r * self.branches..(r + 1) * self.branches]).copied().collect();
-        ReplayBatch {
+        let batch = ReplayBatch {
             obs: self.obs.iter().zip(&self.observation_sizes).map(|(c, s)| gather(c, *s)).collect(),
             next_obs: self.next_obs.iter().zip(&self.observation_sizes).map(|(c, s)| gather(c, *s)).collect(),
             continuous: gather(&self.continuous, self.continuous_size),
@@ -149,7 +223,20 @@ impl ReplayBuffer {
             masks: (self.mask_len > 0).then(|| gather(&self.masks, self.mask_len)),
             done: gather(&self.done, 1).reshape([n]),
             rewards: gather(&self.rewards, 1).reshape([n]),
+            memories: None,
+            critic_memories: None,
+            valid: None,
+        };
+        if self.memory_size == 0 {
+            return batch;
         }
+        let starts: Vec<usize> = rows.iter().step_by(self.sequence_length).copied().collect();
+        let at_starts = |column: &[f32]| -> Tensor {
+            let m = self.memory_size;
+            let data: Vec<f32> = starts.iter().flat_map(|r| &column[r * m..(r + 1) * m]).copied().collect();
+            Tensor::from_slice(&data).reshape([1, starts.len() as i64, m as i64])
+        };
+        ReplayBatch { memories: Some(at_starts(&self.memory)), critic_memories: Some(at_starts(&self.critic_memory)), valid: Some(gather(&self.valid, 1).reshape([n])), ..batch }
     }
 
     /// The buffer as named tensors (`replay.*`), for a file beside a checkpoint.
@@ -171,6 +258,11 @@ impl ReplayBuffer {
         put("masks".into(), self.mask_len, self.masks.clone());
         put("done".into(), 1, self.done.clone());
         put("rewards".into(), 1, self.rewards.clone());
+        if self.memory_size > 0 {
+            put("memory".into(), self.memory_size, self.memory.clone());
+            put("critic_memory".into(), self.memory_size, self.critic_memory.clone());
+            put("valid".into(), 1, self.valid.clone());
+        }
         out.0.insert("replay.version".into(), WeightTensor { shape: vec![1], data: vec![REPLAY_FORMAT_VERSION] });
         out
     }
@@ -199,6 +291,9 @@ impl ReplayBuffer {
             masks: column("masks".into(), self.mask_len)?,
             done: column("done".into(), 1)?,
             rewards: column("rewards".into(), 1)?,
+            memory: if self.memory_size > 0 { column("memory".into(), self.memory_size)? } else { vec![] },
+            critic_memory: if self.memory_size > 0 { column("critic_memory".into(), self.memory_size)? } else { vec![] },
+            valid: if self.memory_size > 0 { column("valid".into(), 1)? } else { vec![] },
             ..self.clone()
         })
     }
@@ -209,11 +304,13 @@ mod tests {
     use super::*;
     use rand::SeedableRng;
 
+    const SHAPE: RowShape = RowShape { continuous_size: 1, branches: 1, mask_len: 3, memory_size: 0, sequence_length: 1 };
+
     fn buffer_of(rows: usize) -> ReplayBuffer {
-        let mut buffer = ReplayBuffer::new(vec![2], 1, 1, 3);
+        let mut buffer = ReplayBuffer::new(vec![2], SHAPE);
         for r in 0..rows {
             let v = r as f32;
-            buffer.push(Transition { obs: &[vec![v, -v]], next_obs: &[vec![v + 1.0, -v - 1.0]], continuous: &[v / 100.0], discrete: &[(r % 3) as i32], mask: &[1.0, 0.0, 1.0], done: r % 5 == 4, reward: v * 10.0 });
+            buffer.push(Transition { obs: &[vec![v, -v]], next_obs: &[vec![v + 1.0, -v - 1.0]], continuous: &[v / 100.0], discrete: &[(r % 3) as i32], mask: &[1.0, 0.0, 1.0], done: r % 5 == 4, reward: v * 10.0, memory: &[], critic_memory: &[] });
         }
         buffer
     }
@@ -253,9 +350,39 @@ mod tests {
     #[test]
     fn the_buffer_reads_back_exactly() {
         let buffer = buffer_of(7);
-        let empty = ReplayBuffer::new(vec![2], 1, 1, 3);
+        let empty = ReplayBuffer::new(vec![2], SHAPE);
         assert_eq!(empty.from_weights(&buffer.to_weights()).unwrap(), buffer);
-        let other = ReplayBuffer::new(vec![3], 1, 1, 3);
+        let other = ReplayBuffer::new(vec![3], SHAPE);
         assert!(other.from_weights(&buffer.to_weights()).unwrap_err().contains("replay.obs.0"));
+    }
+
+    /// A recurrent buffer: trajectories padded to whole sequences, whole sequences sampled
+    /// (with their starting memories and the padding marked), trimming on the sequence grid.
+    #[test]
+    fn recurrent_rows_come_in_whole_sequences() {
+        let shape = RowShape { memory_size: 2, sequence_length: 4, ..SHAPE };
+        let mut buffer = ReplayBuffer::new(vec![1], shape);
+        for (trajectory, length) in [5usize, 3, 6].into_iter().enumerate() {
+            for k in 0..length {
+                let v = (trajectory * 10 + k) as f32;
+                buffer.push(Transition { obs: &[vec![v]], next_obs: &[vec![v + 1.0]], continuous: &[0.0], discrete: &[0], mask: &[1.0; 3], done: false, reward: v, memory: &[v, -v], critic_memory: &[k as f32, 0.5] });
+            }
+            buffer.pad_to_sequence();
+        }
+        assert_eq!(buffer.len(), 8 + 4 + 8);
+        let batch = buffer.rows(&[4, 5, 6, 7]);
+        assert_eq!(Vec::<f32>::try_from(batch.valid.as_ref().unwrap()).unwrap(), vec![1.0, 0.0, 0.0, 0.0]);
+        assert_eq!(Vec::<f32>::try_from(batch.memories.as_ref().unwrap().flatten(0, -1)).unwrap(), vec![4.0, -4.0]);
+        assert_eq!(Vec::<f32>::try_from(batch.critic_memories.as_ref().unwrap().flatten(0, -1)).unwrap(), vec![4.0, 0.5]);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2);
+        let sampled = buffer.sample(12, &mut rng);
+        assert_eq!(sampled.memories.as_ref().unwrap().size(), [1, 3, 2]);
+        let rewards = Vec::<f32>::try_from(&sampled.rewards).unwrap();
+        for sequence in rewards.chunks(4) {
+            assert!([0.0, 4.0, 10.0, 20.0, 24.0].contains(&sequence[0]), "{rewards:?}: sequences start on the grid");
+        }
+        buffer.trim(14);
+        assert_eq!(buffer.len(), 8, "int(0.8 * 14) = 11, down to whole sequences of 4");
+        assert_eq!(buffer.from_weights(&buffer.to_weights()).unwrap(), buffer);
     }
 }

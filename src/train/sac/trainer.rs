@@ -10,7 +10,7 @@
 
 use super::cadence::UpdateCadence;
 use super::losses::{losses, BatchTargets, EntropyCoefficients, Evaluated};
-use super::replay::{ReplayBuffer, Transition};
+use super::replay::{ReplayBuffer, RowShape, Transition};
 use crate::checkpoint::AdamState;
 use crate::comm::side_channel::StatsAggregation;
 use crate::policy::{PolicyDescription, Weights};
@@ -18,6 +18,7 @@ use crate::train::algorithm::{Algorithm, AlgorithmState, TrainerContext};
 use crate::train::config::{SacHyperparameters, TrainerSettings};
 use crate::train::error::TrainError;
 use crate::train::networks::adam::Adam;
+use crate::train::networks::memory::{critic_by_sequence, AgentMemories};
 use crate::train::networks::{actor_weights, load_variables, variables, Actor, Critic};
 use crate::train::schedule::DecayedValue;
 use crate::train::trajectory::Trajectory;
@@ -84,6 +85,11 @@ pub struct Sac {
     discrete_targets: Vec<f64>,
     /// `max_steps` reached: no more rows are taken (0.28 appends only while it trains).
     training_over: bool,
+    /// Steps per training sequence (`memory.sequence_length`; 1 for a feed-forward network).
+    sequence_length: usize,
+    /// Each agent's V memory between trajectories (recurrent networks; per agent, reset at
+    /// every episode end, where 0.28 shares one across agents: sac.md §9 row 7).
+    critic_memories: AgentMemories,
 }
 
 impl Sac {
@@ -91,9 +97,6 @@ impl Sac {
     /// caller) in 0.28's order: actor, V, Q1, Q2, target (then a copy of V).
     pub fn new(behavior: &str, description: &PolicyDescription, settings: &TrainerSettings, seed: u64) -> Result<Self, TrainError> {
         let sac = settings.hyperparameters.sac.clone().ok_or_else(|| TrainError::Mismatch(format!("{behavior}: trainer_type sac without SAC hyperparameters")))?;
-        if description.is_recurrent() {
-            return Err(TrainError::Unsupported(format!("behavior {behavior}: network_settings.memory with trainer_type sac is not trained yet (PPO trains recurrent networks)")));
-        }
         let actor_vs = nn::VarStore::new(Device::Cpu);
         let actor = Actor::new(&actor_vs.root(), description);
         let spec = &description.action_spec;
@@ -113,11 +116,15 @@ impl Sac {
         let log_alpha_discrete = (branches > 0).then(|| coefficients.var("discrete", &[branches as i64], nn::Init::Const(initial)));
         let (continuous_target, discrete_targets) = target_entropies(c, &spec.discrete_branches);
         let h = &settings.hyperparameters;
+        let sequence_length = settings.network_settings.memory.map_or(1, |m| m.sequence_length);
         Ok(Self {
             policy_adam: Adam::new(&actor_vs),
             value_adam: Adam::new(&values_vs),
             entropy_adam: Adam::new(&entropy_vs),
-            buffer: ReplayBuffer::new(description.observation_sizes(), c, branches, spec.mask_len()),
+            buffer: ReplayBuffer::new(
+                description.observation_sizes(),
+                RowShape { continuous_size: c, branches, mask_len: spec.mask_len(), memory_size: description.memory_size, sequence_length },
+            ),
             cadence: UpdateCadence::new(sac.steps_per_update, sac.buffer_init_steps),
             learning_rate: DecayedValue::learning_rate(h.learning_rate_schedule, h.learning_rate, settings.max_steps),
             rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
@@ -138,6 +145,8 @@ impl Sac {
             continuous_target,
             discrete_targets,
             training_over: false,
+            sequence_length,
+            critic_memories: AgentMemories::new(description.memory_size),
         })
     }
 
@@ -148,23 +157,31 @@ impl Sac {
             critic.copy_normalizers_from(&self.actor);
         }
         let batch = self.buffer.sample(self.settings.hyperparameters.batch_size, &mut self.rng);
-        let sample = self.actor.sample_squashed(&batch.obs, None, batch.masks.as_ref());
+        let sample = self.actor.sample_squashed(&batch.obs, batch.memories.as_ref(), batch.masks.as_ref());
+        // Recurrent networks: V starts each sequence from its stored memory, Q1 and Q2 from
+        // zeros, and the target from V's memory one step into the sequence (sac.md §4.4).
+        let q_memories = batch.critic_memories.as_ref().map(Tensor::zeros_like);
+        let next_memories = batch.critic_memories.as_ref().map(|m| {
+            let l = self.sequence_length as i64;
+            let first: Vec<Tensor> = batch.obs.iter().map(|o| o.view([-1, l, o.size()[1]]).select(1, 0)).collect();
+            tch::no_grad(|| self.value.forward(&first, Some(m)).1.expect("a recurrent critic"))
+        });
         let spec = &self.description.action_spec;
         let action_input = |a: &Tensor| (spec.continuous_size > 0).then(|| a.shallow_clone());
         let fresh = action_input(&sample.continuous);
         let taken = action_input(&batch.continuous);
         let evaluated = Evaluated {
             sample: &sample,
-            values: self.value.forward(&batch.obs, None).0,
-            q1_sampled: self.q1.forward_with_action(&batch.obs, fresh.as_ref(), None).0,
-            q2_sampled: tch::no_grad(|| self.q2.forward_with_action(&batch.obs, fresh.as_ref(), None).0),
-            q1_taken: self.q1.forward_with_action(&batch.obs, taken.as_ref(), None).0,
-            q2_taken: self.q2.forward_with_action(&batch.obs, taken.as_ref(), None).0,
-            next_values: tch::no_grad(|| self.target.forward(&batch.next_obs, None).0),
+            values: self.value.forward(&batch.obs, batch.critic_memories.as_ref()).0,
+            q1_sampled: self.q1.forward_with_action(&batch.obs, fresh.as_ref(), q_memories.as_ref()).0,
+            q2_sampled: tch::no_grad(|| self.q2.forward_with_action(&batch.obs, fresh.as_ref(), q_memories.as_ref()).0),
+            q1_taken: self.q1.forward_with_action(&batch.obs, taken.as_ref(), q_memories.as_ref()).0,
+            q2_taken: self.q2.forward_with_action(&batch.obs, taken.as_ref(), q_memories.as_ref()).0,
+            next_values: tch::no_grad(|| self.target.forward(&batch.next_obs, next_memories.as_ref()).0),
         };
         let signal = &self.settings.reward_signals["extrinsic"];
         let rewards = &batch.rewards * signal.strength;
-        let targets = BatchTargets { rewards: &rewards, done: &batch.done, discrete: &batch.discrete, gamma: signal.gamma };
+        let targets = BatchTargets { rewards: &rewards, done: &batch.done, discrete: &batch.discrete, gamma: signal.gamma, valid: batch.valid.as_ref() };
         let sizes: Vec<i64> = spec.discrete_branches.iter().map(|k| *k as i64).collect();
         let alphas = EntropyCoefficients {
             continuous: self.log_alpha_continuous.as_ref(),
@@ -241,7 +258,21 @@ impl Algorithm for Sac {
             let largest = t.steps.iter().flat_map(|s| s.obs[k].iter()).fold(0.0f32, |m, v| if v.abs() > m.abs() { *v } else { m });
             return Err(context.overflow(t.agent.1, format!("observation {k}"), format!("holds {largest:e}, whose square overflows the observation normaliser (normalize: true)")));
         }
-        let values: Vec<f32> = tch::no_grad(|| Vec::<f32>::try_from(self.value.forward(&obs, None).0).unwrap_or_default());
+        let (values, critic_memories) = if self.description.is_recurrent() {
+            // V by sequence from the agent's carried memory: each step keeps the memory its
+            // sequence starts from.
+            let with_next: Vec<Tensor> = obs.iter().zip(&t.next_obs).map(|(o, next)| Tensor::cat(&[o.shallow_clone(), Tensor::from_slice(next).reshape([1, -1])], 0)).collect();
+            let initial = self.critic_memories.get(&t.agent).cloned().unwrap_or_else(|| vec![0.0; self.description.memory_size]);
+            let sequenced = critic_by_sequence(&self.value, &with_next, n, self.sequence_length, initial);
+            if t.terminal || t.interrupted {
+                self.critic_memories.forget(&t.agent);
+            } else {
+                self.critic_memories.store(&[t.agent], &sequenced.final_memory);
+            }
+            (sequenced.values[..n].to_vec(), sequenced.initial_memories)
+        } else {
+            (tch::no_grad(|| Vec::<f32>::try_from(self.value.forward(&obs, None).0).unwrap_or_default()), vec![])
+        };
         if !values.iter().all(|v| v.is_finite()) {
             return Err(context.diverge("the value estimates became non-finite", self.learning_rate.value(context.step)));
         }
@@ -253,6 +284,7 @@ impl Algorithm for Sac {
             return Ok(());
         }
         let total = self.description.action_spec.mask_len();
+        let m = self.description.memory_size;
         for (k, s) in t.steps.iter().enumerate() {
             let last = k + 1 == n;
             let next_obs = match (last, t.interrupted) {
@@ -269,8 +301,12 @@ impl Algorithm for Sac {
                 mask: &mask,
                 done: last && t.terminal && !t.interrupted,
                 reward: s.reward,
+                memory: &s.decision.memory,
+                critic_memory: critic_memories.get(k * m..(k + 1) * m).unwrap_or_default(),
             });
         }
+        // Sequences never straddle trajectories: the last one is padded at its end.
+        self.buffer.pad_to_sequence();
         Ok(())
     }
 
@@ -314,7 +350,9 @@ impl Algorithm for Sac {
         self.training_over = true;
     }
 
-    fn end_episodes(&mut self) {}
+    fn end_episodes(&mut self) {
+        self.critic_memories.clear();
+    }
 
     /// Every network (the entropy coefficients included), the three optimizers' moments, and
     /// the update counter.
