@@ -7,7 +7,8 @@
 use crate::checkpoint::AdamState;
 use crate::policy::Weights;
 use crate::train::error::TrainError;
-use crate::train::networks::Actor;
+use crate::train::networks::{Actor, Critic};
+use tch::Tensor;
 use crate::train::stats::StatsReporter;
 use crate::train::trajectory::Trajectory;
 
@@ -40,6 +41,33 @@ impl TrainerContext<'_> {
         *self.diverged = true;
         self.divergence(what, learning_rate)
     }
+}
+
+/// A trajectory's observations as tensors, one per observation: its steps' rows, then the
+/// observation after the last step (`steps + 1` rows).
+pub fn trajectory_observations(t: &Trajectory, sizes: &[usize]) -> Vec<Tensor> {
+    let rows = t.steps.len() as i64 + 1;
+    sizes
+        .iter()
+        .enumerate()
+        .map(|(i, size)| {
+            let mut data: Vec<f32> = t.steps.iter().flat_map(|s| s.obs[i].iter().copied()).collect();
+            data.extend_from_slice(&t.next_obs[i]);
+            Tensor::from_slice(&data).reshape([rows, *size as i64])
+        })
+        .collect()
+}
+
+/// Updates the actor's and the critic's observation normalisers with a trajectory's steps
+/// (`observations`: its rows, the steps' first); an observation whose square would take a
+/// normaliser out of float32 is an error naming it (the normalisers are left as they were).
+pub fn update_normalizers(actor: &mut Actor, critic: &mut Critic, observations: &[Tensor], t: &Trajectory, context: &TrainerContext) -> Result<(), TrainError> {
+    let steps: Vec<Tensor> = observations.iter().map(|o| o.narrow(0, 0, t.steps.len() as i64)).collect();
+    if let Err(k) = actor.update_normalizers(&steps).and_then(|()| critic.update_normalizers(&steps)) {
+        let largest = t.steps.iter().flat_map(|s| s.obs[k].iter()).fold(0.0f32, |m, v| if v.abs() > m.abs() { *v } else { m });
+        return Err(context.overflow(t.agent.1, format!("observation {k}"), format!("holds {largest:e}, whose square overflows the observation normaliser (normalize: true)")));
+    }
+    Ok(())
 }
 
 /// What a checkpoint keeps of an algorithm.

@@ -6,7 +6,7 @@
 use crate::checkpoint::AdamState;
 use crate::comm::side_channel::StatsAggregation;
 use crate::policy::{PolicyDescription, Weights};
-use crate::train::algorithm::{Algorithm, AlgorithmState, TrainerContext};
+use crate::train::algorithm::{trajectory_observations, update_normalizers, Algorithm, AlgorithmState, TrainerContext};
 use crate::train::config::TrainerSettings;
 use crate::train::error::TrainError;
 use crate::train::gae::{gae, standardize};
@@ -218,20 +218,8 @@ impl Algorithm for Ppo {
     fn take_trajectory(&mut self, t: Trajectory, context: &mut TrainerContext) -> Result<(), TrainError> {
         let n = t.steps.len();
         let sizes = self.description.observation_sizes();
-        let obs: Vec<Tensor> = sizes
-            .iter()
-            .enumerate()
-            .map(|(i, size)| {
-                let mut data: Vec<f32> = t.steps.iter().flat_map(|s| s.obs[i].iter().copied()).collect();
-                data.extend_from_slice(&t.next_obs[i]);
-                Tensor::from_slice(&data).reshape([(n + 1) as i64, *size as i64])
-            })
-            .collect();
-        let steps_only: Vec<Tensor> = obs.iter().map(|o| o.narrow(0, 0, n as i64)).collect();
-        if let Err(k) = self.actor.update_normalizers(&steps_only).and_then(|()| self.critic.update_normalizers(&steps_only)) {
-            let largest = t.steps.iter().flat_map(|s| s.obs[k].iter()).fold(0.0f32, |m, v| if v.abs() > m.abs() { *v } else { m });
-            return Err(context.overflow(t.agent.1, format!("observation {k}"), format!("holds {largest:e}, whose square overflows the observation normaliser (normalize: true)")));
-        }
+        let obs = trajectory_observations(&t, &sizes);
+        update_normalizers(&mut self.actor, &mut self.critic, &obs, &t, context)?;
         let (values, critic_memories) = if self.description.is_recurrent() {
             let initial = self.critic_memories.get(&t.agent).cloned().unwrap_or_else(|| vec![0.0; self.description.memory_size]);
             let sequenced = critic_by_sequence(&self.critic, &obs, n, self.sequence_length, initial);

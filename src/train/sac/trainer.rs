@@ -14,7 +14,7 @@ use super::replay::{ReplayBuffer, RowShape, Transition};
 use crate::checkpoint::AdamState;
 use crate::comm::side_channel::StatsAggregation;
 use crate::policy::{PolicyDescription, Weights};
-use crate::train::algorithm::{Algorithm, AlgorithmState, TrainerContext};
+use crate::train::algorithm::{trajectory_observations, update_normalizers, Algorithm, AlgorithmState, TrainerContext};
 use crate::train::config::{SacHyperparameters, TrainerSettings};
 use crate::train::error::TrainError;
 use crate::train::networks::adam::Adam;
@@ -245,23 +245,11 @@ impl Algorithm for Sac {
     /// to its own observation as the next (0.28 does so: sac.md §4.3).
     fn take_trajectory(&mut self, t: Trajectory, context: &mut TrainerContext) -> Result<(), TrainError> {
         let n = t.steps.len();
-        let sizes = self.description.observation_sizes();
-        let obs: Vec<Tensor> = sizes
-            .iter()
-            .enumerate()
-            .map(|(i, size)| {
-                let data: Vec<f32> = t.steps.iter().flat_map(|s| s.obs[i].iter().copied()).collect();
-                Tensor::from_slice(&data).reshape([n as i64, *size as i64])
-            })
-            .collect();
-        if let Err(k) = self.actor.update_normalizers(&obs).and_then(|()| self.value.update_normalizers(&obs)) {
-            let largest = t.steps.iter().flat_map(|s| s.obs[k].iter()).fold(0.0f32, |m, v| if v.abs() > m.abs() { *v } else { m });
-            return Err(context.overflow(t.agent.1, format!("observation {k}"), format!("holds {largest:e}, whose square overflows the observation normaliser (normalize: true)")));
-        }
+        let with_next = trajectory_observations(&t, &self.description.observation_sizes());
+        update_normalizers(&mut self.actor, &mut self.value, &with_next, &t, context)?;
         let (values, critic_memories) = if self.description.is_recurrent() {
             // V by sequence from the agent's carried memory: each step keeps the memory its
             // sequence starts from.
-            let with_next: Vec<Tensor> = obs.iter().zip(&t.next_obs).map(|(o, next)| Tensor::cat(&[o.shallow_clone(), Tensor::from_slice(next).reshape([1, -1])], 0)).collect();
             let initial = self.critic_memories.get(&t.agent).cloned().unwrap_or_else(|| vec![0.0; self.description.memory_size]);
             let sequenced = critic_by_sequence(&self.value, &with_next, n, self.sequence_length, initial);
             if t.terminal || t.interrupted {
@@ -271,7 +259,8 @@ impl Algorithm for Sac {
             }
             (sequenced.values[..n].to_vec(), sequenced.initial_memories)
         } else {
-            (tch::no_grad(|| Vec::<f32>::try_from(self.value.forward(&obs, None).0).unwrap_or_default()), vec![])
+            let steps: Vec<Tensor> = with_next.iter().map(|o| o.narrow(0, 0, n as i64)).collect();
+            (tch::no_grad(|| Vec::<f32>::try_from(self.value.forward(&steps, None).0).unwrap_or_default()), vec![])
         };
         if !values.iter().all(|v| v.is_finite()) {
             return Err(context.diverge("the value estimates became non-finite", self.learning_rate.value(context.step)));
