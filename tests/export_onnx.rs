@@ -75,6 +75,39 @@ fn hybrid_policy() {
     check_export(&description(ActionSpec::hybrid(2, &[3]), &[6], true), 3);
 }
 
+/// SAC's squashed head: the export runs, its deterministic actions equal the reference pass
+/// (tanh of the mean), and with weights that put the mean at 2 for every input the
+/// deterministic action is tanh(2), inside [-1, 1] (0.28 exports the raw mean, 2: sac.md §9 row
+/// 6); the sampled actions stay inside (-1, 1), and the `.nn` form lowers and loads.
+#[test]
+fn squashed_policy_exports_the_squashed_mean() {
+    use mlagents::policy::{names, ContinuousHead};
+    let d = PolicyDescription { continuous_head: ContinuousHead::Squashed, ..description(ActionSpec::hybrid(2, &[3]), &[6], true) };
+    check_export(&d, 4);
+    let d = PolicyDescription { continuous_head: ContinuousHead::Squashed, ..description(ActionSpec::continuous(2), &[4], false) };
+    let mut weights = Weights::random(&d, 5);
+    weights.0.get_mut(names::MU_WEIGHT).unwrap().data.iter_mut().for_each(|w| *w = 0.0);
+    weights.0.get_mut(names::MU_BIAS).unwrap().data = vec![2.0, -2.0];
+    let observations = vec![vec![0.5, -1.0, 2.0, 0.0]];
+    let (continuous, _) = reference_forward(&d, &weights, &observations, None, 1).unwrap();
+    assert_eq!(continuous, vec![2.0f32.tanh(), (-2.0f32).tanh()]);
+    let bytes = to_onnx_bytes(&d, &weights).unwrap();
+    let policy = OnnxPolicy::from_bytes(&bytes, "export", LoadOptions { deterministic: false, seed: Some(1), ..Default::default() }).unwrap();
+    let mut inputs = NamedTensors::new();
+    inputs.insert("obs_0".into(), TensorData { shape: vec![1, 4], data: observations[0].clone() });
+    let out = policy.run(&inputs).unwrap();
+    for (got, expected) in out["deterministic_continuous_actions"].data.iter().zip(&continuous) {
+        assert!((got - expected).abs() < 1e-6, "{got} vs {expected}");
+    }
+    assert!(out["continuous_actions"].data.iter().all(|a| a.abs() < 1.0), "{:?}", out["continuous_actions"].data);
+    let nn = mlagents::barracuda::write(&mlagents::barracuda::export::to_nn(&d, &weights).unwrap());
+    let path = std::env::temp_dir().join(format!("mlagents-squashed-{}.nn", std::process::id()));
+    std::fs::write(&path, nn).unwrap();
+    let loaded = mlagents::run::Policy::load(&path, LoadOptions { deterministic: false, seed: Some(1), ..Default::default() });
+    let _ = std::fs::remove_file(&path);
+    loaded.unwrap();
+}
+
 #[test]
 fn weights_round_trip_and_bad_weights_are_named() {
     let d = description(ActionSpec::hybrid(1, &[2]), &[4], true);
