@@ -27,6 +27,8 @@ fn expected(scene: &str) -> Vec<(&'static str, Vec<Vec<usize>>, ActionSpec, usiz
         "SimpleHybrid2x2" => vec![("1D?team=0", one, ActionSpec::hybrid(2, &[2, 2]), 1)],
         "SimpleVisualDiscrete" => vec![("1D?team=0", vec![vec![20, 20, 3]], ActionSpec::discrete(&[2]), 1)],
         "SimpleVisualContinuous" => vec![("1D?team=0", vec![vec![20, 20, 3]], ActionSpec::continuous(1), 1)],
+        "SimpleVisualHybrid" => vec![("1D?team=0", vec![vec![20, 20, 3]], ActionSpec::hybrid(1, &[2]), 1)],
+        "MemoryHybrid" => vec![("1D?team=0", one, ActionSpec::hybrid(1, &[2]), 1)],
         "MultiAgentGroup" => vec![("1D?team=0", one, ActionSpec::continuous(1), 2)],
         "Ghost1D" => vec![
             ("1D?team=0", one.clone(), ActionSpec::discrete(&[2]), 1),
@@ -137,6 +139,8 @@ scene_tests! {
     simple_hybrid_2x2_scene: "SimpleHybrid2x2", 300;
     simple_visual_discrete_scene: "SimpleVisualDiscrete", 300;
     simple_visual_continuous_scene: "SimpleVisualContinuous", 300;
+    simple_visual_hybrid_scene: "SimpleVisualHybrid", 300;
+    memory_hybrid_scene: "MemoryHybrid", 300;
     memory_discrete_scene: "Memory1DDiscrete", 300;
     memory_continuous_scene: "Memory1DContinuous", 300;
     multi_agent_group_scene: "MultiAgentGroup", 300;

@@ -114,6 +114,26 @@ fn recurrent_continuous() {
     trains_network("Memory1DContinuous", 4000, &RECURRENT, ", memory: {memory_size: 16, sequence_length: 16}", 0.9);
 }
 
+/// test_hybrid_sac's other action shapes: two continuous actions and two branches.
+#[test]
+fn hybrid_two_by_two() {
+    trains("SimpleHybrid2x2", 4000, &[("buffer_size", "50000"), ("batch_size", "256"), ("buffer_init_steps", "0")], 0.9);
+}
+
+/// test_hybrid_visual_sac: one image, no vector, one continuous action and one branch, step 0.2,
+/// buffer 50000, batch 128, lr 3e-4, 3000 steps.
+#[test]
+fn hybrid_visual() {
+    trains("SimpleVisualHybrid", 3000, &[("buffer_size", "50000"), ("batch_size", "128"), ("learning_rate", "3.0e-4")], 0.9);
+}
+
+/// test_hybrid_recurrent_sac: the memory scene with one continuous action and one branch,
+/// step 0.5, with test_recurrent_sac's settings.
+#[test]
+fn hybrid_recurrent() {
+    trains_network("MemoryHybrid", 4000, &RECURRENT, ", memory: {memory_size: 16, sequence_length: 16}", 0.9);
+}
+
 /// The targets `mlagents-run check --target all` finds an error for.
 fn targets_in_error(model: &std::path::Path) -> Vec<String> {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mlagents-run")).args(["check", model.to_str().unwrap(), "--target", "all", "--json"]).output().unwrap();

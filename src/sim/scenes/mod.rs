@@ -40,8 +40,10 @@ pub const SCENES: &[SceneInfo] = &[
     SceneInfo { name: "SimpleHybrid2x2", description: "test suite SimpleEnvironment, 2 continuous + 2 branches, step 0.8" },
     SceneInfo { name: "SimpleVisualDiscrete", description: "test suite SimpleEnvironment, one 20x20x3 image, 1 branch of 2" },
     SceneInfo { name: "SimpleVisualContinuous", description: "test suite SimpleEnvironment, one 20x20x3 image, 1 continuous action" },
+    SceneInfo { name: "SimpleVisualHybrid", description: "test suite SimpleEnvironment, one 20x20x3 image, 1 continuous + 1 branch of 2" },
     SceneInfo { name: "Memory1DDiscrete", description: "test suite MemoryEnvironment (goal shown 3 steps), 1 branch of 2" },
     SceneInfo { name: "Memory1DContinuous", description: "test suite MemoryEnvironment (goal shown 3 steps), 1 continuous action" },
+    SceneInfo { name: "MemoryHybrid", description: "test suite MemoryEnvironment (goal shown 3 steps), 1 continuous + 1 branch of 2, step 0.5" },
     SceneInfo { name: "MultiAgentGroup", description: "test suite MultiAgentEnvironment: 2 agents in group 1, group reward" },
     SceneInfo { name: "Ghost1D", description: "test suite ghost scene: `1D?team=0` and `1D?team=1`, 1 branch of 2" },
     SceneInfo { name: "AsymmetricGhost1D", description: "test suite asymmetric ghost scene: `1D?team=0` and `1DOpp?team=1`" },
@@ -69,12 +71,17 @@ pub fn build(name: &str) -> Option<Box<dyn Scene>> {
         "Simple2DContinuous" => Box::new(SimpleScene::new(simple(2, 0, 0.8))),
         "SimpleHybrid" => Box::new(SimpleScene::new(simple(1, 1, 0.8))),
         "SimpleHybrid2x2" => Box::new(SimpleScene::new(simple(2, 2, 0.8))),
-        "SimpleVisualDiscrete" | "SimpleVisualContinuous" => {
-            let (c, d) = if name.ends_with("Discrete") { (0, 1) } else { (1, 0) };
+        "SimpleVisualDiscrete" | "SimpleVisualContinuous" | "SimpleVisualHybrid" => {
+            let (c, d) = match name {
+                "SimpleVisualDiscrete" => (0, 1),
+                "SimpleVisualContinuous" => (1, 0),
+                _ => (1, 1),
+            };
             Box::new(SimpleScene::new(SimpleConfig { num_vector: 0, num_visual: 1, ..simple(c, d, 0.2) }))
         }
         "Memory1DDiscrete" => Box::new(SimpleScene::new(SimpleConfig { memory: true, ..simple(0, 1, 0.2) })),
         "Memory1DContinuous" => Box::new(SimpleScene::new(SimpleConfig { memory: true, ..simple(1, 0, 0.2) })),
+        "MemoryHybrid" => Box::new(SimpleScene::new(SimpleConfig { memory: true, ..simple(1, 1, 0.5) })),
         "MultiAgentGroup" => Box::new(SimpleScene::new(SimpleConfig { group_size: 2, ..simple(1, 0, 0.2) })),
         "Ghost1D" | "Ghost1DContinuous" | "AsymmetricGhost1D" | "AsymmetricGhost1DContinuous" => {
             let opponent = if name.starts_with("Asymmetric") { "1DOpp?team=1" } else { "1D?team=1" };
