@@ -8,7 +8,7 @@
 //!             ▼
 //!    comm  ──►  env (UnityEnvironment: reset/step/specs/side channels, VecEnv)
 //!             │
-//!             ├──► train (PPO)  ──► export (ONNX / .nn)  ──► run (tract)
+//!             ├──► train (PPO, SAC) ──► export (ONNX / .nn)  ──► run (tract)
 //! ```
 //!
 //! Modules:
@@ -18,7 +18,7 @@
 //!   launching and supervision, and [`env::VecEnv`].
 //! - [`sim`]: stand-in Unity scenes that speak the Unity side of the protocol.
 //! - [`checkpoint`]: checkpoint files (written atomically, verified by sha256), no libtorch.
-//! - [`train`]: configuration, PPO (feature `train`), the run folder and run logs.
+//! - [`train`]: configuration, PPO and SAC (feature `train`), the run folder and run logs.
 //! - [`export`]: checkpoints to ONNX / `.nn` / parity records, without libtorch.
 //! - [`engine`]: a tract model in, a plan that computes the same numbers faster out (graph and
 //!   plan rewrites, our kernels); knows nothing of ML-Agents.

@@ -1,4 +1,4 @@
-//! `mlagents-learn CONFIG.yaml --run-id ID --env ENV`: PPO training as ML-Agents' trainer
+//! `mlagents-learn CONFIG.yaml --run-id ID --env ENV`: PPO and SAC training as ML-Agents' trainer
 //! runs it (the `train` feature): the YAML configuration, `--env`, `--num-envs`,
 //! `--base-port`, `--seed`, `--results-dir`, `--force`, `--resume`, `--initialize-from`,
 //! `--timeout-wait`, the engine settings (`--time-scale`, `--width`, ... , `--no-graphics`),
@@ -24,7 +24,7 @@ use std::time::Duration;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
-#[command(name = "mlagents-learn", version, about = "Train ML-Agents behaviors with PPO")]
+#[command(name = "mlagents-learn", version, about = "Train ML-Agents behaviors with PPO or SAC")]
 struct Cli {
     /// The trainer configuration (ML-Agents 0.28 `behaviors:` YAML).
     config: PathBuf,

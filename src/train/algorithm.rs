@@ -1,4 +1,4 @@
-//! What a trainer type (PPO; SAC and POCA next) does for one behavior, and nothing more: it
+//! What a trainer type (PPO and SAC; POCA next) does for one behavior, and nothing more: it
 //! takes trajectories, decides when to update and updates, and says what of it a checkpoint
 //! keeps. Everything else a behavior's training needs (acting, assembling trajectories,
 //! statistics and summaries, counting steps, due checkpoints, the parity record, self-play)
