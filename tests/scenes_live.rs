@@ -20,7 +20,7 @@ fn expected(scene: &str) -> Vec<(&'static str, Vec<Vec<usize>>, ActionSpec, usiz
         "GridWorld" => vec![("GridWorld?team=0", vec![vec![64, 84, 3]], ActionSpec::discrete(&[5]), 9)],
         "GridWorldVector" => vec![("GridWorld?team=0", vec![vec![6]], ActionSpec::discrete(&[5]), 9)],
         "Simple1DDiscrete" | "Memory1DDiscrete" => vec![("1D?team=0", one, ActionSpec::discrete(&[2]), 1)],
-        "Simple1DContinuous" | "Memory1DContinuous" => vec![("1D?team=0", one, ActionSpec::continuous(1), 1)],
+        "Simple1DContinuous" | "Memory1DContinuous" | "Memory1DContinuousWide" => vec![("1D?team=0", one, ActionSpec::continuous(1), 1)],
         "Simple2DDiscrete" => vec![("1D?team=0", one, ActionSpec::discrete(&[2, 2]), 1)],
         "Simple2DContinuous" => vec![("1D?team=0", one, ActionSpec::continuous(2), 1)],
         "SimpleHybrid" => vec![("1D?team=0", one, ActionSpec::hybrid(1, &[2]), 1)],
@@ -141,6 +141,7 @@ scene_tests! {
     simple_visual_continuous_scene: "SimpleVisualContinuous", 300;
     simple_visual_hybrid_scene: "SimpleVisualHybrid", 300;
     memory_hybrid_scene: "MemoryHybrid", 300;
+    memory_continuous_wide_scene: "Memory1DContinuousWide", 300;
     memory_discrete_scene: "Memory1DDiscrete", 300;
     memory_continuous_scene: "Memory1DContinuous", 300;
     multi_agent_group_scene: "MultiAgentGroup", 300;

@@ -109,9 +109,10 @@ fn recurrent_discrete() {
     trains_network("Memory1DDiscrete", 4000, &RECURRENT, ", memory: {memory_size: 16, sequence_length: 16}", 0.9);
 }
 
+/// The continuous case moves 0.5 a step, as upstream's.
 #[test]
 fn recurrent_continuous() {
-    trains_network("Memory1DContinuous", 4000, &RECURRENT, ", memory: {memory_size: 16, sequence_length: 16}", 0.9);
+    trains_network("Memory1DContinuousWide", 4000, &RECURRENT, ", memory: {memory_size: 16, sequence_length: 16}", 0.9);
 }
 
 /// test_hybrid_sac's other action shapes: two continuous actions and two branches.

@@ -38,6 +38,7 @@ EXPECTED = {
     "Memory1DDiscrete": {"1D?team=0": (ONE, 0, (2,), 1)},
     "Memory1DContinuous": {"1D?team=0": (ONE, 1, (), 1)},
     "MemoryHybrid": {"1D?team=0": (ONE, 1, (2,), 1)},
+    "Memory1DContinuousWide": {"1D?team=0": (ONE, 1, (), 1)},
     "MultiAgentGroup": {"1D?team=0": (ONE, 1, (), 2)},
     "Ghost1D": {"1D?team=0": (ONE, 0, (2,), 1), "1D?team=1": (ONE, 0, (2,), 1)},
     "AsymmetricGhost1D": {"1D?team=0": (ONE, 0, (2,), 1), "1DOpp?team=1": (ONE, 0, (2,), 1)},

@@ -43,6 +43,7 @@ pub const SCENES: &[SceneInfo] = &[
     SceneInfo { name: "SimpleVisualHybrid", description: "test suite SimpleEnvironment, one 20x20x3 image, 1 continuous + 1 branch of 2" },
     SceneInfo { name: "Memory1DDiscrete", description: "test suite MemoryEnvironment (goal shown 3 steps), 1 branch of 2" },
     SceneInfo { name: "Memory1DContinuous", description: "test suite MemoryEnvironment (goal shown 3 steps), 1 continuous action" },
+    SceneInfo { name: "Memory1DContinuousWide", description: "Memory1DContinuous with step 0.5 (test_recurrent_sac's continuous case)" },
     SceneInfo { name: "MemoryHybrid", description: "test suite MemoryEnvironment (goal shown 3 steps), 1 continuous + 1 branch of 2, step 0.5" },
     SceneInfo { name: "MultiAgentGroup", description: "test suite MultiAgentEnvironment: 2 agents in group 1, group reward" },
     SceneInfo { name: "Ghost1D", description: "test suite ghost scene: `1D?team=0` and `1D?team=1`, 1 branch of 2" },
@@ -81,6 +82,7 @@ pub fn build(name: &str) -> Option<Box<dyn Scene>> {
         }
         "Memory1DDiscrete" => Box::new(SimpleScene::new(SimpleConfig { memory: true, ..simple(0, 1, 0.2) })),
         "Memory1DContinuous" => Box::new(SimpleScene::new(SimpleConfig { memory: true, ..simple(1, 0, 0.2) })),
+        "Memory1DContinuousWide" => Box::new(SimpleScene::new(SimpleConfig { memory: true, ..simple(1, 0, 0.5) })),
         "MemoryHybrid" => Box::new(SimpleScene::new(SimpleConfig { memory: true, ..simple(1, 1, 0.5) })),
         "MultiAgentGroup" => Box::new(SimpleScene::new(SimpleConfig { group_size: 2, ..simple(1, 0, 0.2) })),
         "Ghost1D" | "Ghost1DContinuous" | "AsymmetricGhost1D" | "AsymmetricGhost1DContinuous" => {
