@@ -80,6 +80,19 @@ pub fn soft_update(source: &nn::VarStore, source_prefix: &str, target: &nn::VarS
     });
 }
 
+/// Runs `f` with the trainable variables of `vs` under `prefix` taking no gradient.
+fn with_frozen<T>(vs: &nn::VarStore, prefix: &str, f: impl FnOnce() -> T) -> T {
+    let named: Vec<Tensor> = vs.variables().into_iter().filter(|(name, t)| name.starts_with(prefix) && t.requires_grad()).map(|(_, t)| t).collect();
+    for t in &named {
+        let _ = t.set_requires_grad(false);
+    }
+    let out = f();
+    for t in &named {
+        let _ = t.set_requires_grad(true);
+    }
+    out
+}
+
 /// SAC for one behavior.
 pub struct Sac {
     settings: TrainerSettings,
@@ -201,7 +214,9 @@ impl Sac {
         // sends the policy loss's gradient into Q1, then zeroes it: the same update).
         let (q1_sampled, q2_sampled) = match &fresh {
             Some(fresh) => (
-                self.q1.forward_with_action(&batch.obs, Some(fresh), q_memories.as_ref()).0,
+                // Q1's weights take no gradient from the policy loss (0.28 zeroes what its policy
+                // pass leaves there): only the path to the action is recorded.
+                with_frozen(&self.values_vs, Q1_NETWORK, || self.q1.forward_with_action(&batch.obs, Some(fresh), q_memories.as_ref()).0),
                 tch::no_grad(|| self.q2.forward_with_action(&batch.obs, Some(fresh), q_memories.as_ref()).0),
             ),
             None => (q1_taken.detach(), q2_taken.detach()),
@@ -231,15 +246,17 @@ impl Sac {
         if !values.iter().chain([l.entropy.double_value(&[])].iter()).all(|v| v.is_finite()) {
             return Err(context.divergence(&format!("the loss became non-finite (policy loss {}, Q1 loss {}, Q2 loss {}, value loss {})", values[0], values[1], values[2], values[3]), lr));
         }
-        self.policy_adam.zero_grad();
-        l.policy.backward();
-        self.policy_adam.step(lr);
-        self.value_adam.zero_grad();
-        (&l.q1 + &l.q2 + &l.value).backward();
-        self.value_adam.step(lr);
-        self.entropy_adam.zero_grad();
-        l.entropy.backward();
-        self.entropy_adam.step(lr);
+        // One backward pass: the losses reach disjoint parameters (the policy loss the actor,
+        // the Q and value losses Q1, Q2 and V, the entropy loss the coefficients), so each
+        // optimizer gets the gradient of its own loss at the pre-step parameters, as 0.28's three
+        // passes give it.
+        for adam in [&mut self.policy_adam, &mut self.value_adam, &mut self.entropy_adam] {
+            adam.zero_grad();
+        }
+        (&l.policy + &l.q1 + &l.q2 + &l.value + &l.entropy).backward();
+        for adam in [&mut self.policy_adam, &mut self.value_adam, &mut self.entropy_adam] {
+            adam.step(lr);
+        }
         soft_update(&self.values_vs, VALUE_NETWORK, &self.target_vs, TARGET_NETWORK, self.sac.tau);
         Ok(values)
     }
