@@ -4,7 +4,7 @@
 # upstream test_recurrent_ppo's configuration (memory 16, sequence 64, lr 1e-3, batch 64,
 # buffer 128), the same seed, one after the other in the same run. Reports steps per second
 # and their ratio, and the first summary step at which each reaches a mean reward above 0.9.
-# Usage: scripts/bench-recurrent.sh [MAX_STEPS] [SEED] [SCENE]   (default 6000, 1337, Memory1DDiscrete)
+# Usage: [THREADED=true|false] scripts/bench-recurrent.sh [MAX_STEPS] [SEED] [SCENE]   (default 6000, 1337, Memory1DDiscrete)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MAX_STEPS=${1:-6000}
@@ -26,6 +26,7 @@ behaviors:
     time_horizon: 64
     summary_freq: 250
 YAML
+apply_threaded "$OUT/recurrent.yaml"
 "$BIN/mlagents-learn" "$OUT/recurrent.yaml" --run-id ours --env "sim:$SCENE" --seed "$SEED" --results-dir "$OUT" --force > "$OUT/ours.log" 2>&1
 # (--env-args takes every argument after it: it comes last.)
 "$TORCH_VENV/bin/mlagents-learn" "$OUT/recurrent.yaml" --run-id python --env "$BIN/mlagents-sim" --no-graphics --seed "$SEED" \

@@ -5,7 +5,7 @@
 # side, and for each checkpoint how its export does head to head (our mlagents-run --opponent)
 # against the run's first checkpoint: the wall time to the first checkpoint that wins most
 # decisive games.
-# Usage: scripts/bench-self-play.sh [MAX_STEPS] [SEED]   (default 60000, 1)
+# Usage: [THREADED=true|false] scripts/bench-self-play.sh [MAX_STEPS] [SEED]   (default 60000, 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MAX_STEPS=${1:-60000}
@@ -15,6 +15,7 @@ setup_real_trainer
 BIN="$CARGO_TARGET_DIR/release"
 OUT=$(mktemp -d)
 sed -E "s/^( *max_steps:).*/\1 $MAX_STEPS/" tests/fixtures/config/Pong.yaml > "$OUT/Pong.yaml"
+apply_threaded "$OUT/Pong.yaml"
 start=$(date +%s.%N)
 "$BIN/mlagents-learn" "$OUT/Pong.yaml" --run-id ours --env sim:Pong --seed "$SEED" --results-dir "$OUT" --force > "$OUT/ours.log" 2>&1
 echo "ours: $(echo "$(date +%s.%N) - $start" | bc) s" > "$OUT/walls"

@@ -4,7 +4,7 @@
 # same run. Reports steps/s, wall time and steps to the first summary at the target reward,
 # the final summary's reward and peak memory (RSS of the trainer process tree as GNU time
 # sees the top process).
-# Usage: scripts/bench-train.sh [SCENE] [CONFIG] [TARGET] [MAX_STEPS]
+# Usage: [THREADED=true|false] scripts/bench-train.sh [SCENE] [CONFIG] [TARGET] [MAX_STEPS]
 #   (default 3DBall, its shipped config, 100, the config's max_steps)
 #   Basic: scripts/bench-train.sh Basic tests/fixtures/config/Basic.yaml 0.9 100000
 set -euo pipefail
@@ -16,10 +16,12 @@ MAX_STEPS=${4:-}
 source scripts/lib.sh
 setup_real_trainer
 OUT=$(mktemp -d)
+cp "$CONFIG" "$OUT/config.yaml"
+CONFIG="$OUT/config.yaml"
 if [ -n "$MAX_STEPS" ]; then
-  sed -E "s/^( *max_steps:).*/\1 $MAX_STEPS/" "$CONFIG" > "$OUT/config.yaml"
-  CONFIG="$OUT/config.yaml"
+  sed -i -E "s/^( *max_steps:).*/\1 $MAX_STEPS/" "$CONFIG"
 fi
+apply_threaded "$CONFIG"
 SIM="$CARGO_TARGET_DIR/release/mlagents-sim"
 /usr/bin/time -v "$CARGO_TARGET_DIR/release/mlagents-learn" "$CONFIG" --run-id ours --env "sim:$SCENE" \
   --results-dir "$OUT" --force > "$OUT/ours.log" 2> "$OUT/ours.time" || true

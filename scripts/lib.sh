@@ -46,6 +46,15 @@ models_dir() {
   (cd "$dir" && pwd)
 }
 
+# For the side-by-side scripts: with THREADED=true (or false) in the environment, sets every
+# behavior's `threaded` in a configuration file (after its max_steps line), for both trainers.
+apply_threaded() {
+  local file=$1
+  [ -n "${THREADED:-}" ] || return 0
+  case $THREADED in true|false) ;; *) echo "THREADED must be true or false" >&2; exit 2 ;; esac
+  sed -i -E "/^    threaded:/d; s/^(    max_steps:.*)$/\1\n    threaded: $THREADED/" "$file"
+}
+
 # For the side-by-side scripts: the torch venv with the real mlagents-learn 0.28 added (set
 # as TORCH_VENV) and our release binaries built with the train feature.
 setup_real_trainer() {

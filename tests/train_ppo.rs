@@ -12,12 +12,17 @@ use std::time::Duration;
 
 /// ML-Agents' `ppo_dummy_config` (lr 5e-3 constant, beta and epsilon linear).
 fn dummy_config(brain: &str, max_steps: u64, batch: usize, buffer: usize, lr: f64, seed: i64) -> RunOptions {
+    dummy_config_threaded(brain, max_steps, batch, buffer, lr, seed, false)
+}
+
+/// [`dummy_config`] with 0.28's `threaded` setting.
+fn dummy_config_threaded(brain: &str, max_steps: u64, batch: usize, buffer: usize, lr: f64, seed: i64, threaded: bool) -> RunOptions {
     let yaml = format!(
         "behaviors:\n  {brain}:\n    hyperparameters: {{batch_size: {batch}, buffer_size: {buffer}, learning_rate: {lr}, \
          learning_rate_schedule: constant, beta_schedule: linear, epsilon_schedule: linear, beta: 5.0e-3, epsilon: 0.2, \
          lambd: 0.95, num_epoch: 3}}\n    network_settings: {{hidden_units: 32, num_layers: 1}}\n    \
          reward_signals: {{extrinsic: {{gamma: 0.99, strength: 1.0}}}}\n    max_steps: {max_steps}\n    time_horizon: 64\n    \
-         summary_freq: 500\nenv_settings: {{base_port: 0, seed: {seed}}}\n"
+         summary_freq: 500\n    threaded: {threaded}\nenv_settings: {{base_port: 0, seed: {seed}}}\n"
     );
     RunOptions::from_yaml(&yaml, "dummy.yaml").unwrap()
 }
@@ -28,16 +33,22 @@ fn last5(returns: &[f32]) -> f32 {
 }
 
 fn trains(scene: &str, max_steps: u64, batch: usize, buffer: usize, lr: f64) {
+    trains_with(scene, max_steps, batch, buffer, lr, false);
+}
+
+fn trains_with(scene: &str, max_steps: u64, batch: usize, buffer: usize, lr: f64, threaded: bool) {
     let options = LearnOptions::in_memory(&format!("sim:{scene}"));
     // RNG streams differ from Python's, so several seeds must pass, not one lucky one.
     let mut scores = vec![];
     for seed in [1337, 1338, 1339] {
-        let results = learn(&dummy_config("1D", max_steps, batch, buffer, lr, seed), &options).unwrap();
+        let results = learn(&dummy_config_threaded("1D", max_steps, batch, buffer, lr, seed, threaded), &options).unwrap();
         let r = &results["1D"];
         assert!(r.steps >= max_steps);
+        // Threaded, every update ran on the update thread; otherwise none did.
+        assert_eq!(r.updates_on_thread > 0, threaded, "{} updates on the update thread", r.updates_on_thread);
         scores.push(last5(&r.episode_returns));
     }
-    eprintln!("{scene}: last-5 mean returns per seed {scores:?}");
+    eprintln!("{scene}{}: last-5 mean returns per seed {scores:?}", if threaded { " (threaded)" } else { "" });
     let passed = scores.iter().filter(|s| **s > 0.9).count();
     assert!(passed >= 2, "{scene}: {passed} of 3 seeds reached 0.9 in {max_steps} steps: {scores:?}");
 }
@@ -50,6 +61,23 @@ fn simple_discrete() {
 #[test]
 fn simple_continuous() {
     trains("Simple1DContinuous", 3000, 16, 64, 5e-3);
+}
+
+/// `threaded: true`: the same cases within the same budgets, the updates overlapping the
+/// environment steps.
+#[test]
+fn threaded_simple_discrete() {
+    trains_with("Simple1DDiscrete", 3000, 16, 64, 5e-3, true);
+}
+
+#[test]
+fn threaded_simple_continuous() {
+    trains_with("Simple1DContinuous", 3000, 16, 64, 5e-3, true);
+}
+
+#[test]
+fn threaded_two_dimensional_discrete() {
+    trains_with("Simple2DDiscrete", 10_000, 64, 640, 5e-3, true);
 }
 
 /// test_2d_ppo: two dimensions, step 0.8, batch 64, buffer 640, 10000 steps.
@@ -211,13 +239,24 @@ fn a_second_interrupt_exits_at_once_without_torn_files() {
 /// latest checkpoint's step with exactly its weights, normalisers and Adam state.
 #[test]
 fn resume_after_a_kill_continues_from_the_checkpoint() {
+    resume_after_a_kill(false, "num_epoch: 3");
+}
+
+/// The same with `threaded: true`, killed while its update thread is busy: updates of 40
+/// epochs take most of the run's time, so the kill almost always lands in one.
+#[test]
+fn threaded_resume_after_a_kill_during_an_update_continues_from_the_checkpoint() {
+    resume_after_a_kill(true, "num_epoch: 40");
+}
+
+fn resume_after_a_kill(threaded: bool, epochs: &str) {
     use mlagents::checkpoint::{self, ROLLOUT_PREFIX};
-    let dir = temp_dir("resume");
+    let dir = temp_dir(if threaded { "resume-threaded" } else { "resume" });
     let config = dir.join("config.yaml");
     let yaml = |max_steps: u64| {
         format!(
-            "behaviors:\n  1D:\n    hyperparameters: {{batch_size: 16, buffer_size: 64}}\n    network_settings: {{normalize: true, hidden_units: 16}}\n    \
-             max_steps: {max_steps}\n    summary_freq: 500\n    checkpoint_interval: 400\nenv_settings: {{base_port: 0, seed: 3}}\n"
+            "behaviors:\n  1D:\n    hyperparameters: {{batch_size: 16, buffer_size: 64, {epochs}}}\n    network_settings: {{normalize: true, hidden_units: 16}}\n    \
+             max_steps: {max_steps}\n    summary_freq: 500\n    checkpoint_interval: 400\n    threaded: {threaded}\nenv_settings: {{base_port: 0, seed: 3}}\n"
         )
     };
     std::fs::write(&config, yaml(10_000_000)).unwrap();
@@ -274,13 +313,54 @@ fn a_dead_environment_is_reported_and_the_training_saved() {
     let dir = temp_dir("dead-env");
     let config = dir.join("config.yaml");
     std::fs::write(&config, "behaviors:\n  1D:\n    hyperparameters: {batch_size: 16, buffer_size: 64}\n    max_steps: 100000\n    summary_freq: 500\nenv_settings: {base_port: 0}\n").unwrap();
-    let (ok, log) = finish(spawn_learn(&config, "dead", &dir, &["--env-args", "--fault", "exit@2000"]));
+    let (ok, log) = finish(spawn_learn(&config, "dead", &dir, &["--max-lifetime-restarts", "0", "--env-args", "--fault", "exit@2000"]));
     assert!(!ok, "{log}");
     assert!(log.contains("died") && log.contains("exited with code") && log.contains("checkpoints of the training so far were written"), "{log}");
+    assert!(log.contains("not restarted again: it was restarted 0 times, max_lifetime_restarts (0)"), "{log}");
     assert!(!log.contains("Stack backtrace"), "{log}");
     let saved = checkpoint::latest(&dir.join("dead/1D"), "1D").unwrap();
     assert!(saved.description.step > 0);
     assert!(dir.join("dead/1D.onnx").is_file() && dir.join("dead/1D.parity.json").is_file());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A player killed mid-run (fault injection: it exits at its 300th exchange, once) is
+/// replaced as 0.28 replaces it: the restart is logged, the run reaches its max_steps, and
+/// the second player's episodes are trained on.
+#[test]
+fn a_crashed_player_is_restarted_and_the_run_goes_on() {
+    use mlagents::checkpoint;
+    let dir = temp_dir("restart");
+    let config = dir.join("config.yaml");
+    std::fs::write(&config, "behaviors:\n  1D:\n    hyperparameters: {batch_size: 16, buffer_size: 64}\n    max_steps: 1500\n    summary_freq: 500\nenv_settings: {base_port: 0}\n").unwrap();
+    let marker = dir.join("fault-claimed");
+    let (ok, log) = finish(spawn_learn(&config, "restart", &dir, &["--env-args", "--fault", "exit@300", "--fault-once", marker.to_str().unwrap()]));
+    assert!(ok, "{log}");
+    assert!(marker.exists(), "the fault never acted: {log}");
+    assert!(log.contains("Restarting worker[0] (restart 1) after 'the environment on port") && log.contains("exited with code 3"), "{log}");
+    let last = checkpoint::latest(&dir.join("restart/1D"), "1D").unwrap();
+    assert!(last.description.step >= 1500, "{}", last.description.step);
+    assert!(dir.join("restart/1D.onnx").is_file());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Past max_lifetime_restarts (a player that crashes every time it reaches its 200th
+/// exchange, the rate limit lifted) the run stops with the dead player's error, after its
+/// checkpoint and export.
+#[test]
+fn past_its_restarts_a_crashing_player_stops_the_run_with_nothing_lost() {
+    use mlagents::checkpoint;
+    let dir = temp_dir("restarts-spent");
+    let config = dir.join("config.yaml");
+    std::fs::write(&config, "behaviors:\n  1D:\n    hyperparameters: {batch_size: 16, buffer_size: 64}\n    max_steps: 1000000\n    summary_freq: 500\nenv_settings: {base_port: 0, max_lifetime_restarts: 2}\n").unwrap();
+    let (ok, log) = finish(spawn_learn(&config, "spent", &dir, &["--restarts-rate-limit-n", "-1", "--env-args", "--fault", "exit@200"]));
+    assert!(!ok, "{log}");
+    assert_eq!(log.matches("Restarting worker[0]").count(), 2, "{log}");
+    assert!(log.contains("exited with code 3") && log.contains("not restarted again: it was restarted 2 times, max_lifetime_restarts (2)"), "{log}");
+    assert!(log.contains("checkpoints of the training so far were written"), "{log}");
+    let saved = checkpoint::latest(&dir.join("spent/1D"), "1D").unwrap();
+    assert!(saved.description.step > 0);
+    assert!(dir.join("spent/1D.onnx").is_file());
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -71,6 +71,24 @@ fn simple_continuous() {
     trains("Simple1DContinuous", 1000, &[], 0.9);
 }
 
+/// `threaded: true`: test_simple_sac's continuous case within its budget, the gradient steps
+/// running on the update thread while the scene steps (those due pile up during an update and
+/// run in the next).
+#[test]
+fn threaded_simple_continuous() {
+    let options = LearnOptions::in_memory("sim:Simple1DContinuous");
+    let mut scores = vec![];
+    for seed in [1337, 1338, 1339] {
+        let mut run = dummy_config(1000, &[], seed);
+        run.behaviors.get_mut("1D").unwrap().threaded = true;
+        let r = &learn(&run, &options).unwrap()["1D"];
+        assert!(r.steps >= 1000 && r.updates_on_thread > 0, "{} steps, {} updates on the thread", r.steps, r.updates_on_thread);
+        scores.push(last5(&r.episode_returns));
+    }
+    eprintln!("Simple1DContinuous (threaded): last-5 mean returns per seed {scores:?}");
+    assert!(scores.iter().filter(|s| **s > 0.9).count() >= 2, "{scores:?}");
+}
+
 /// test_2d_sac: two actions, step 0.8, buffer_init_steps 2000, 3000 steps, above 0.8.
 #[test]
 fn two_dimensional_discrete() {

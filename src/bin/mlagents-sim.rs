@@ -11,7 +11,7 @@ use mlagents::spec::DEFAULT_EDITOR_PORT;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: mlagents-sim --scene NAME [--mlagents-port N] [--seed N] [-nographics] [-batchmode] \
-[-logFile PATH] [--unity-api VERSION] [--unity-package VERSION] [--fault KIND@N] [--timeout-wait SECONDS] \
+[-logFile PATH] [--unity-api VERSION] [--unity-package VERSION] [--fault KIND@N [--fault-once MARKER]] [--timeout-wait SECONDS] \
 [--exchange-timeout SECONDS]\n       mlagents-sim --scene list [--json]";
 
 struct Args {
@@ -50,6 +50,7 @@ fn parse(argv: &[String]) -> Result<Args, String> {
             }
             "--unity-package" => args.options.package_version = value(i, flag)?,
             "--fault" => args.options.fault = Some(Fault::parse(&value(i, flag)?)?),
+            "--fault-once" => args.options.fault_once = Some(value(i, flag)?.into()),
             "--host" => args.options.host = value(i, flag)?,
             "-logFile" | "-logfile" => args.log_file = Some(value(i, flag)?),
             "--json" => args.json = true,

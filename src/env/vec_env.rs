@@ -98,6 +98,41 @@ impl VecEnv {
         first_error.map_or(Ok(()), Err)
     }
 
+    /// Steps every environment (or, before the first reset, resets them) and returns those
+    /// that failed, with their worker index and error; the others have stepped.
+    pub fn step_each(&mut self) -> Vec<(usize, EnvError)> {
+        if self.envs.iter().any(|e| e.needs_reset()) {
+            return std::thread::scope(|s| {
+                let handles: Vec<_> = self.envs.iter_mut().map(|e| s.spawn(move || e.reset())).collect();
+                handles.into_iter().enumerate().filter_map(|(w, h)| h.join().unwrap_or(Err(EnvError::Closed)).err().map(|e| (w, e))).collect()
+            });
+        }
+        let mut failures: Vec<(usize, EnvError)> = vec![];
+        for (worker, env) in self.envs.iter_mut().enumerate() {
+            if let Err(e) = env.step_send() {
+                failures.push((worker, e));
+            }
+        }
+        for (worker, env) in self.envs.iter_mut().enumerate() {
+            if failures.iter().any(|(w, _)| *w == worker) {
+                continue;
+            }
+            if let Err(e) = env.step_receive() {
+                failures.push((worker, e));
+            }
+        }
+        failures.sort_by_key(|(w, _)| *w);
+        failures
+    }
+
+    /// Puts `env` in the place of environment `worker`, closing the one it replaces.
+    pub fn replace(&mut self, worker: usize, env: UnityEnvironment) {
+        let mut old = std::mem::replace(&mut self.envs[worker], env);
+        if let Err(e) = old.close() {
+            log::debug!("closing the replaced environment {worker}: {e}");
+        }
+    }
+
     /// Closes every environment.
     pub fn close(&mut self) -> Result<(), EnvError> {
         for env in &mut self.envs {

@@ -46,6 +46,9 @@ pub struct SimOptions {
     /// The com.unity.ml-agents package version to report.
     pub package_version: String,
     pub fault: Option<Fault>,
+    /// `--fault-once PATH`: the fault acts only in the player that creates PATH when the fault
+    /// falls due (a player started again after it, e.g. by a trainer's restart, behaves).
+    pub fault_once: Option<std::path::PathBuf>,
     /// How long to wait for the trainer to accept the connection and answer the handshake.
     pub handshake_timeout: Duration,
     /// How long to wait for the trainer's answer to each later exchange (a trainer updating
@@ -67,6 +70,7 @@ impl SimOptions {
             communication_version: "1.5.0".into(),
             package_version: "2.0.1".into(),
             fault: None,
+            fault_once: None,
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             exchange_timeout: DEFAULT_EXCHANGE_TIMEOUT,
         }
@@ -107,6 +111,8 @@ pub struct Academy {
     scene: Box<dyn Scene>,
     client: UnityClient,
     fault: Option<Fault>,
+    /// Where the fault is claimed (`--fault-once`), until this player has claimed it.
+    fault_once: Option<std::path::PathBuf>,
     unity_api: ApiVersion,
     behaviors: Vec<BehaviorDef>,
     agent_defs: Vec<AgentDef>,
@@ -156,6 +162,7 @@ impl Academy {
             scene,
             client,
             fault: options.fault,
+            fault_once: options.fault_once.clone(),
             unity_api,
             next_id: agent_defs.len() as i32,
             behaviors,
@@ -323,11 +330,24 @@ impl Academy {
         }
     }
 
+    /// Whether the fault due now may act: always, unless `--fault-once` names a marker, which
+    /// only the first player to create it gets (this one then keeps the fault).
+    fn claim_fault(&mut self) -> bool {
+        let Some(marker) = &self.fault_once else { return true };
+        let claimed = std::fs::OpenOptions::new().write(true).create_new(true).open(marker).is_ok();
+        if claimed {
+            self.fault_once = None;
+        } else {
+            self.fault = None;
+        }
+        claimed
+    }
+
     /// DecideAction: sends the infos (and any fault due now) and keeps the reply for the next
     /// step; `Some` when the trainer closed the link.
     fn exchange(&mut self, infos: BTreeMap<usize, Vec<AgentInfoProto>>) -> Result<Option<SimExit>, SimError> {
         self.exchanges += 1;
-        let fault = self.fault.filter(|f| f.acts_at(self.exchanges));
+        let fault = self.fault.filter(|f| f.acts_at(self.exchanges)).filter(|_| self.claim_fault());
         if let Some(fault) = fault {
             fault.act_on_process();
         }

@@ -81,13 +81,18 @@ pub struct AlgorithmState {
     pub record: Option<serde_json::Value>,
 }
 
-/// A trainer type, for one behavior.
-pub trait Algorithm {
+/// A trainer type, for one behavior. It is `Send`: with `threaded: true` its updates run on a
+/// thread of their own (`train::session::overlap`).
+pub trait Algorithm: Send {
     /// Its `trainer_type` in the configuration (recorded in checkpoints).
     fn trainer_type(&self) -> &'static str;
 
     /// The network that acts, and is exported.
     fn actor(&self) -> &Actor;
+
+    /// The store the actor's variables live in, at its root (other networks may live there
+    /// under prefixes of their own); `threaded: true` copies the actor from it.
+    fn actor_store(&self) -> &tch::nn::VarStore;
 
     /// The actor's weights, as exports and self-play's ghosts read them.
     fn actor_weights(&self) -> Weights;
@@ -97,6 +102,10 @@ pub trait Algorithm {
 
     /// Takes one trajectory: normalisers, value estimates and what the update needs of it.
     fn take_trajectory(&mut self, trajectory: Trajectory, context: &mut TrainerContext) -> Result<(), TrainError>;
+
+    /// Whether [`Algorithm::maybe_update`] would update at `step` (`threaded: true` sends the
+    /// algorithm to its update thread only then).
+    fn update_due(&self, step: u64) -> bool;
 
     /// Updates when it is time to; returns whether an update ran.
     fn maybe_update(&mut self, context: &mut TrainerContext) -> Result<bool, TrainError>;
@@ -108,7 +117,7 @@ pub trait Algorithm {
 
     /// The environments are reset under the episodes in progress: forgets what it kept of
     /// them (a recurrent critic's memories).
-    fn end_episodes(&mut self);
+    fn end_episodes(&mut self, ended: crate::train::trajectory::EndedEpisodes);
 
     /// What a checkpoint holds of it.
     fn state(&self) -> AlgorithmState;

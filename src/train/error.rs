@@ -45,6 +45,12 @@ pub enum TrainError {
     /// `TensorBoard folder`).
     #[error("{what} {}: {source}", path.display())]
     Io { what: &'static str, path: PathBuf, #[source] source: std::io::Error },
+    /// A player failed and its worker has no restarts left (`env_settings`' limits).
+    #[error("{error}; worker {worker} is not restarted again: {why}")]
+    RestartsExhausted { worker: usize, why: String, #[source] error: EnvError },
+    /// A behavior's update thread (`threaded: true`) ended with an update in hand.
+    #[error("the update thread of {behavior} failed: {detail}")]
+    UpdateThread { behavior: String, detail: String },
     /// An error after which the training so far was checkpointed.
     #[error("{error} (checkpoints of the training so far were written: {saved})")]
     AfterCheckpoints { #[source] error: Box<TrainError>, saved: String },

@@ -56,6 +56,15 @@ impl StatsReporter {
         entry.1 = aggregation;
     }
 
+    /// Adds what another reporter of the same behavior recorded (a threaded update's losses).
+    pub fn absorb(&mut self, other: StatsReporter) {
+        for (tag, (values, aggregation)) in other.values {
+            let entry = self.values.entry(tag).or_insert_with(|| (vec![], aggregation));
+            entry.0.extend(values);
+            entry.1 = aggregation;
+        }
+    }
+
     /// Whether the step count `after` (after processing a trajectory) reached the next summary:
     /// returns the multiple of `summary_freq` crossed, which labels the summary.
     pub fn due(&mut self, after: u64) -> Option<u64> {

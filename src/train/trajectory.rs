@@ -8,6 +8,33 @@ use std::collections::HashMap;
 /// An agent across workers: (worker index, agent id).
 pub type AgentKey = (usize, i32);
 
+/// Teams one environment may hold apart in [`agent_source`].
+const TEAMS_PER_WORKER: usize = 1 << 16;
+
+/// Where an agent's steps come from, for the trajectory assembly: its environment (worker)
+/// and its team, so that agents of two teams of one behavior never mix.
+pub fn agent_source(worker: usize, team_id: i32) -> usize {
+    worker * TEAMS_PER_WORKER + team_id.clamp(0, TEAMS_PER_WORKER as i32 - 1) as usize
+}
+
+/// Which episodes in progress end before their agents finish them: every one (the
+/// environments are reset under them) or those of one environment (it was replaced).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndedEpisodes {
+    All,
+    OfWorker(usize),
+}
+
+impl EndedEpisodes {
+    /// Whether an agent's episode is among them.
+    pub fn covers(self, agent: &AgentKey) -> bool {
+        match self {
+            Self::All => true,
+            Self::OfWorker(worker) => agent.0 / TEAMS_PER_WORKER == worker,
+        }
+    }
+}
+
 /// What the policy chose for one agent (in `DecisionSteps` order).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Decision {
@@ -146,8 +173,8 @@ impl AgentProcessor {
 
     /// Drops every episode in progress, untrained (the environment was reset under them, as
     /// 0.28's `AgentProcessor.end_episode` does on a forced reset).
-    pub fn drop_episodes_in_progress(&mut self) {
-        self.agents.clear();
+    pub fn drop_episodes_in_progress(&mut self, ended: EndedEpisodes) {
+        self.agents.retain(|agent, _| !ended.covers(agent));
     }
 }
 

@@ -21,6 +21,17 @@ pub struct CommandLineOverrides {
     pub base_port: Option<u16>,
     #[arg(long)]
     pub seed: Option<i64>,
+    /// How many times each environment is restarted after its player crashes or stops
+    /// answering, over the whole run (-1: without limit).
+    #[arg(long, allow_negative_numbers = true)]
+    pub max_lifetime_restarts: Option<i64>,
+    /// How many restarts of one environment `--restarts-rate-limit-period-s` may hold
+    /// (-1: without limit).
+    #[arg(long, allow_negative_numbers = true)]
+    pub restarts_rate_limit_n: Option<i64>,
+    /// The window, in seconds, of `--restarts-rate-limit-n`.
+    #[arg(long, allow_negative_numbers = true)]
+    pub restarts_rate_limit_period_s: Option<i64>,
     /// Overwrite an existing run folder (its earlier files are removed first).
     #[arg(long)]
     pub force: bool,
@@ -148,6 +159,9 @@ impl RunOptions {
         env.num_envs = flags.num_envs.unwrap_or(env.num_envs);
         env.base_port = flags.base_port.unwrap_or(env.base_port);
         env.seed = flags.seed.unwrap_or(env.seed);
+        env.max_lifetime_restarts = flags.max_lifetime_restarts.unwrap_or(env.max_lifetime_restarts);
+        env.restarts_rate_limit_n = flags.restarts_rate_limit_n.unwrap_or(env.restarts_rate_limit_n);
+        env.restarts_rate_limit_period_s = flags.restarts_rate_limit_period_s.unwrap_or(env.restarts_rate_limit_period_s);
         if !flags.env_args.is_empty() {
             env.env_args = Some(flags.env_args);
         }
@@ -189,6 +203,12 @@ impl RunOptions {
         }
         if self.env_settings.num_envs < 1 {
             return Err(invalid("num_envs is 0 (env_settings.num_envs or --num-envs); it must be at least 1".into()));
+        }
+        let env = &self.env_settings;
+        for (key, value) in [("max_lifetime_restarts", env.max_lifetime_restarts), ("restarts_rate_limit_n", env.restarts_rate_limit_n), ("restarts_rate_limit_period_s", env.restarts_rate_limit_period_s)] {
+            if value < -1 {
+                return Err(invalid(format!("{key} is {value} (env_settings.{key} or --{}); it must be -1 (no limit) or at least 0", key.replace('_', "-"))));
+            }
         }
         Ok(())
     }

@@ -66,8 +66,9 @@ impl AgentMemories {
     }
 
     /// Forgets every agent.
-    pub fn clear(&mut self) {
-        self.memories.clear();
+    /// Forgets the memories of agents whose episodes ended early.
+    pub fn forget_episodes(&mut self, ended: crate::train::trajectory::EndedEpisodes) {
+        self.memories.retain(|agent, _| !ended.covers(agent));
     }
 }
 

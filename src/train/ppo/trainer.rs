@@ -14,7 +14,7 @@ use crate::train::networks::adam::Adam;
 use crate::train::networks::memory::{critic_by_sequence, AgentMemories};
 use crate::train::networks::{actor_weights, load_variables, variables, Actor, Critic};
 use crate::train::schedule::DecayedValue;
-use crate::train::trajectory::Trajectory;
+use crate::train::trajectory::{EndedEpisodes, Trajectory};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use tch::{nn, Device, Kind, Tensor};
@@ -207,6 +207,10 @@ impl Algorithm for Ppo {
         &self.actor
     }
 
+    fn actor_store(&self) -> &nn::VarStore {
+        &self.vs
+    }
+
     fn actor_weights(&self) -> Weights {
         actor_weights(&self.vs)
     }
@@ -271,9 +275,13 @@ impl Algorithm for Ppo {
     }
 
     /// Trains on the buffer once it holds more than `buffer_size` steps.
+    fn update_due(&self, _step: u64) -> bool {
+        self.buffer.len() > self.settings.hyperparameters.buffer_size
+    }
+
     fn maybe_update(&mut self, context: &mut TrainerContext) -> Result<bool, TrainError> {
         let h = self.settings.hyperparameters.clone();
-        if self.buffer.len() <= h.buffer_size {
+        if !self.update_due(context.step) {
             return Ok(false);
         }
         let mut advantages: Vec<f32> = self.buffer.iter().map(|r| r.advantage).collect();
@@ -324,8 +332,8 @@ impl Algorithm for Ppo {
         self.buffer.clear();
     }
 
-    fn end_episodes(&mut self) {
-        self.critic_memories.clear();
+    fn end_episodes(&mut self, ended: EndedEpisodes) {
+        self.critic_memories.forget_episodes(ended);
     }
 
     /// The actor, the critic and Adam's moments.

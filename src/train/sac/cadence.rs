@@ -25,6 +25,11 @@ impl UpdateCadence {
         rows >= batch_size && step >= self.buffer_init_steps
     }
 
+    /// Whether at least one update is due at agent step `step` (counts nothing).
+    pub fn any_due(&self, step: u64) -> bool {
+        (step as f64 - self.buffer_init_steps as f64) / self.update_steps as f64 > self.steps_per_update
+    }
+
     /// How many updates are due at agent step `step`; counts them as done.
     pub fn take_due(&mut self, step: u64) -> u64 {
         let since_start = step as f64 - self.buffer_init_steps as f64;
@@ -56,7 +61,9 @@ mod tests {
         let mut cadence = UpdateCadence::new(1.0, 100);
         assert!(!cadence.ready(99, 1000, 8));
         assert!(!cadence.ready(200, 7, 8));
+        assert!(cadence.any_due(103));
         assert_eq!(cadence.take_due(103), 2);
+        assert!(!cadence.any_due(103));
         assert_eq!(cadence.take_due(103), 0);
         let mut total = 2;
         for step in (104..=1000).step_by(7) {

@@ -21,7 +21,7 @@ use crate::train::networks::adam::Adam;
 use crate::train::networks::memory::{critic_by_sequence, AgentMemories};
 use crate::train::networks::{actor_weights, load_variables, variables, Actor, Critic};
 use crate::train::schedule::DecayedValue;
-use crate::train::trajectory::Trajectory;
+use crate::train::trajectory::{EndedEpisodes, Trajectory};
 use rand::SeedableRng;
 use tch::{nn, Device, Kind, Tensor};
 
@@ -285,6 +285,10 @@ impl Algorithm for Sac {
         &self.actor
     }
 
+    fn actor_store(&self) -> &nn::VarStore {
+        &self.actor_vs
+    }
+
     fn actor_weights(&self) -> Weights {
         actor_weights(&self.actor_vs)
     }
@@ -353,6 +357,10 @@ impl Algorithm for Sac {
     }
 
     /// The gradient steps due at this step (sac.md §3.1), then the buffer trimmed.
+    fn update_due(&self, step: u64) -> bool {
+        self.cadence.ready(step, self.buffer.len(), self.settings.hyperparameters.batch_size) && self.cadence.any_due(step)
+    }
+
     fn maybe_update(&mut self, context: &mut TrainerContext) -> Result<bool, TrainError> {
         let batch_size = self.settings.hyperparameters.batch_size;
         if !self.cadence.ready(context.step, self.buffer.len(), batch_size) {
@@ -394,8 +402,8 @@ impl Algorithm for Sac {
         self.training_over = true;
     }
 
-    fn end_episodes(&mut self) {
-        self.critic_memories.clear();
+    fn end_episodes(&mut self, ended: EndedEpisodes) {
+        self.critic_memories.forget_episodes(ended);
     }
 
     /// Every network (the entropy coefficients included), the three optimizers' moments, and

@@ -11,7 +11,7 @@ use crate::env::{ActionTuple, DecisionSteps, TerminalSteps};
 use crate::policy::{PolicyDescription, Weights};
 use crate::train::error::TrainError;
 use crate::train::self_play::{GhostState, SelfPlaySettings, TeamRotation};
-use crate::train::trajectory::AgentProcessor;
+use crate::train::trajectory::{AgentProcessor, EndedEpisodes};
 use serde_json::json;
 use std::collections::BTreeMap;
 use tch::{nn, Device};
@@ -95,10 +95,10 @@ impl Ghost {
     }
 
     /// The environments are reset: the ghost teams' episodes in progress are dropped.
-    pub fn end_episodes(&mut self) {
+    pub fn end_episodes(&mut self, ended: EndedEpisodes) {
         for player in self.players.values_mut() {
-            player.processor.drop_episodes_in_progress();
-            player.memories.clear();
+            player.processor.drop_episodes_in_progress(ended);
+            player.memories.forget_episodes(ended);
         }
     }
 

@@ -10,6 +10,7 @@ use crate::comm::side_channel::StatsAggregation;
 use crate::env::{ActionTuple, DecisionSteps, TerminalSteps};
 use crate::policy::Weights;
 use crate::train::error::TrainError;
+use crate::train::trajectory::EndedEpisodes;
 use crate::train::self_play::{game_result, rate_game, GhostState, TeamRotation};
 use crate::train::stats::ELO;
 use rand::SeedableRng;
@@ -123,8 +124,8 @@ impl League {
     }
 
     /// The environments are reset: the ghost teams' episodes in progress are dropped.
-    pub fn end_episodes(&mut self) {
-        self.ghosts.values_mut().for_each(Ghost::end_episodes);
+    pub fn end_episodes(&mut self, ended: EndedEpisodes) {
+        self.ghosts.values_mut().for_each(|g| g.end_episodes(ended));
     }
 
     /// Each self-play behavior's current rating (for `training_status.json`).

@@ -9,8 +9,10 @@
 mod ghost;
 mod league;
 mod options;
+mod overlap;
 mod parity;
 mod persistence;
+mod restarts;
 pub mod trainer;
 
 use trainer::BehaviorTrainer;
@@ -24,6 +26,7 @@ use crate::train::config::RunOptions;
 use crate::export::{export_checkpoint, ExportOptions};
 use crate::checkpoint;
 use crate::train::error::TrainError;
+use crate::train::trajectory::{agent_source, EndedEpisodes};
 use crate::train::curriculum::{LessonManager, TrainerStanding, LESSON_NUMBER_TAG};
 use crate::train::run_logs::{read_status_values, write_training_status, Timers, ELO};
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,6 +63,8 @@ pub struct BehaviorResult {
     /// Returns of the episodes each team finished, in order (with self-play, whether the
     /// trainable network or a ghost played it).
     pub team_returns: BTreeMap<i32, Vec<f32>>,
+    /// Updates that ran on the update thread (`threaded: true`) while the environments stepped.
+    pub updates_on_thread: u64,
 }
 
 /// The stats channel of one environment (what the scene reports, e.g. `Sim/...` values).
@@ -92,12 +97,6 @@ fn side_channels(run: &RunOptions, params: ParametersChannel, stats: StatsChanne
     vec![engine, params, stats]
 }
 
-/// Where an agent's steps come from, for the trajectory assembly: its environment (worker)
-/// and its team, so that agents of two teams of one behavior never mix.
-fn agent_source(worker: usize, team_id: i32) -> usize {
-    const TEAMS_PER_WORKER: usize = 1 << 16;
-    worker * TEAMS_PER_WORKER + team_id.clamp(0, TEAMS_PER_WORKER as i32 - 1) as usize
-}
 
 /// How to start the run's environments (before each worker's port and side channels).
 fn environment_options(run: &RunOptions, options: &LearnOptions) -> EnvOptions {
@@ -138,9 +137,8 @@ pub fn learn_observed(run: &RunOptions, options: &LearnOptions, observer: &mut d
     let stats_channels: Vec<StatsChannel> = (0..workers).map(|_| shared(StatsSideChannel::new())).collect();
     let parameter_channels: Vec<ParametersChannel> = (0..workers).map(|_| shared(EnvironmentParametersChannel::new())).collect();
     send_parameters(&lessons, &parameter_channels);
-    let mut envs = VecEnv::new(workers, |w| {
-        VecEnv::worker_options(&base, w, &|w| side_channels(run, parameter_channels[w as usize].clone(), stats_channels[w as usize].clone()))
-    })?;
+    let options_for = |w: u32| VecEnv::worker_options(&base, w, &|w| side_channels(run, parameter_channels[w as usize].clone(), stats_channels[w as usize].clone()));
+    let mut envs = VecEnv::new(workers, &options_for)?;
     envs.reset()?;
     // As 0.28: every parameter's lesson, once the environments have their values.
     for k in 0..run.environment_parameters.len() {
@@ -155,6 +153,9 @@ pub fn learn_observed(run: &RunOptions, options: &LearnOptions, observer: &mut d
         team_returns: BTreeMap::new(),
         lessons,
         parameter_channels: &parameter_channels,
+        // The Editor cannot be started again; a build or a stand-in can.
+        players: options.env.is_some().then_some(&options_for as &(dyn Fn(u32) -> EnvOptions + Sync)),
+        restarts: restarts::RestartQuota::new(&run.env_settings, workers),
         team_specs: BTreeMap::new(),
         seen: BTreeSet::new(),
         timers: Timers::default(),
@@ -202,6 +203,21 @@ pub fn learn_observed(run: &RunOptions, options: &LearnOptions, observer: &mut d
     }
 }
 
+/// Writes the checkpoint a trainer has due (`--run-dir` given); returns whether it wrote one.
+fn save_due_checkpoint(
+    trainer: &mut BehaviorTrainer,
+    lessons: &LessonManager,
+    league: &League,
+    options: &LearnOptions,
+    checkpoints: &mut BTreeMap<String, Vec<u64>>,
+    timers: &mut Timers,
+) -> Result<bool, TrainError> {
+    let (Some(step), Some(dir)) = (trainer.pending_checkpoint.take(), &options.run_dir) else { return Ok(false) };
+    timers.time("save_checkpoint", || save_checkpoint(trainer, lessons, league, dir, step))?;
+    checkpoints.entry(trainer.behavior.clone()).or_default().push(step);
+    Ok(true)
+}
+
 /// The training state across environment steps.
 struct Session<'a, 'o> {
     run: &'a RunOptions,
@@ -217,6 +233,10 @@ struct Session<'a, 'o> {
     lessons: LessonManager,
     /// Each environment's parameters channel (lesson values are queued on it).
     parameter_channels: &'a [ParametersChannel],
+    /// How to start each worker's player again (None: the Editor, which cannot be).
+    players: Option<&'a (dyn Fn(u32) -> EnvOptions + Sync)>,
+    /// The restarts each worker has left.
+    restarts: restarts::RestartQuota,
     /// The spec of each behavior's first team.
     team_specs: BTreeMap<String, crate::spec::BehaviorSpec>,
     /// Every behavior id (`Name?team=N`) seen.
@@ -259,13 +279,19 @@ impl Session<'_, '_> {
                 for line in trainer.new_summaries() {
                     self.observer.summary(&line);
                 }
-                if let (Some(step), Some(dir)) = (trainer.pending_checkpoint.take(), &self.options.run_dir) {
-                    timers.time("save_checkpoint", || save_checkpoint(trainer, &self.lessons, &self.league, dir, step))?;
-                    self.checkpoints.entry(trainer.behavior.clone()).or_default().push(step);
-                    checkpointed = true;
-                }
+                checkpointed |= save_due_checkpoint(trainer, &self.lessons, &self.league, self.options, &mut self.checkpoints, timers)?;
                 env.set_actions(&name, actions)?;
             }
+        }
+        for (behavior, trainer) in self.trainers.iter_mut() {
+            // threaded: an update that is back (with the trajectories that waited for it, which
+            // may make a checkpoint due before the next update leaves), then the next one.
+            let mut updated = self.timers.time("update_policy", || trainer.collect_update())?;
+            checkpointed |= save_due_checkpoint(trainer, &self.lessons, &self.league, self.options, &mut self.checkpoints, &mut self.timers)?;
+            if trainer.should_train() {
+                updated |= self.timers.time("update_policy", || trainer.start_update())?;
+            }
+            self.league.advance(behavior, trainer, updated);
         }
         if let (true, Some(dir)) = (checkpointed, &self.options.run_dir) {
             // As ML-Agents: the status lists the checkpoints as they are written, so it is
@@ -277,10 +303,6 @@ impl Session<'_, '_> {
             let path = dir.join("configuration.yaml");
             checkpoint::write_atomic(&path, yaml.as_bytes()).map_err(|e| TrainError::writing(path, e))?;
         }
-        for (behavior, trainer) in self.trainers.iter_mut() {
-            let updated = trainer.should_train() && self.timers.time("update_policy", || trainer.maybe_update())?;
-            self.league.advance(behavior, trainer, updated);
-        }
         let total: u64 = self.trainers.values().map(|t| t.settings.max_steps).sum();
         let done: u64 = self.trainers.values().map(|t| t.step.min(t.settings.max_steps)).sum();
         let gained = self.trainers.values().map(|t| t.step.saturating_sub(t.initial_step)).sum();
@@ -291,11 +313,14 @@ impl Session<'_, '_> {
         let lessons_reset = self.advance_lessons(envs.envs_mut().len())?;
         // A team change resets the environments as a lesson's require_reset does.
         if self.league.take_reset() || lessons_reset {
-            self.trainers.values_mut().for_each(BehaviorTrainer::end_episodes);
-            self.league.end_episodes();
+            self.trainers.values_mut().for_each(|t| t.end_episodes(EndedEpisodes::All));
+            self.league.end_episodes(EndedEpisodes::All);
             self.timers.time("env_reset", || envs.reset())?;
         } else {
-            self.timers.time("env_step", || envs.step())?;
+            let failures = self.timers.time("env_step", || Ok::<_, TrainError>(envs.step_each()))?;
+            for (worker, error) in failures {
+                self.replace_player(envs, worker, error)?;
+            }
         }
         // What the scenes report on the stats channel goes to every behavior's summaries
         // (as ML-Agents records environment stats for each behavior of the environment).
@@ -308,6 +333,26 @@ impl Session<'_, '_> {
             }
         }
         Ok(true)
+    }
+
+    /// A worker's player failed during a step: within its restart quota, a new player takes
+    /// its place (0.28's `env_settings` restarts) and the failed one's episodes in progress
+    /// are dropped, while the other workers' go on; otherwise the error stops the run.
+    fn replace_player(&mut self, envs: &mut VecEnv, worker: usize, error: crate::env::EnvError) -> Result<(), TrainError> {
+        let Some(start_player) = self.players.filter(|_| restarts::is_player_failure(&error)) else { return Err(error.into()) };
+        let restart = match self.restarts.take(worker, std::time::Instant::now()) {
+            Ok(n) => n,
+            Err(why) => return Err(TrainError::RestartsExhausted { worker, why, error }),
+        };
+        log::warn!("Restarting worker[{worker}] (restart {restart}) after '{error}'; its episodes in progress are dropped");
+        let ended = EndedEpisodes::OfWorker(worker);
+        self.trainers.values_mut().for_each(|t| t.end_episodes(ended));
+        self.league.end_episodes(ended);
+        send_parameters(&self.lessons, &self.parameter_channels[worker..=worker]);
+        let mut player = crate::env::UnityEnvironment::new(start_player(worker as u32))?;
+        player.reset()?;
+        envs.replace(worker, player);
+        Ok(())
     }
 
     /// Creates the trainers of behaviors seen for the first time (one per behavior name;
@@ -412,9 +457,17 @@ impl Session<'_, '_> {
     fn finish(mut self) -> Result<BTreeMap<String, BehaviorResult>, TrainError> {
         let mut results = BTreeMap::new();
         let mut final_steps = BTreeMap::new();
+        for trainer in self.trainers.values_mut() {
+            // threaded: the update in flight and the trajectories that wait for it.
+            if let Err(e) = trainer.finish_update() {
+                log::warn!("{e}");
+            }
+        }
         for trainer in self.trainers.values() {
             let mut onnx = None;
-            if trainer.diverged {
+            if trainer.updating() {
+                log::warn!("{}: not checkpointed (its update thread failed); its last checkpoint on disk is its last good one", trainer.behavior);
+            } else if trainer.diverged {
                 log::warn!("{}: not checkpointed (its weights are not finite); its last checkpoint on disk is its last good one", trainer.behavior);
             } else if let Some(dir) = &self.options.run_dir {
                 let saved = save_checkpoint(trainer, &self.lessons, &self.league, dir, trainer.step)?;
@@ -439,6 +492,7 @@ impl Session<'_, '_> {
                     onnx,
                     checkpoints: self.checkpoints.get(&trainer.behavior).cloned().unwrap_or_default(),
                     team_returns: self.team_returns.iter().filter(|((b, _), _)| *b == trainer.behavior).map(|((_, t), r)| (*t, r.clone())).collect(),
+                    updates_on_thread: trainer.updates_on_thread,
                 },
             );
         }

@@ -3,6 +3,7 @@
 //! keeps the statistics and summaries, says when a checkpoint is due, records recent
 //! decisions for the parity record, and writes and restores checkpoints.
 
+use super::overlap::{Finished, Overlap, MAX_QUEUED_TRAJECTORIES};
 use super::parity::{parity_record, RecentInput, PARITY_ROWS};
 use crate::checkpoint::{self, Checkpoint, CheckpointDescription, CurriculumRecord, CHECKPOINT_FORMAT_VERSION};
 use crate::comm::side_channel::StatsAggregation;
@@ -19,7 +20,7 @@ use crate::train::ppo::trainer::Ppo;
 use crate::train::sac::trainer::Sac;
 use crate::train::stats::{StatsReporter, CUMULATIVE_REWARD};
 use crate::train::tensorboard::SummaryWriter;
-use crate::train::trajectory::{AgentProcessor, Decision};
+use crate::train::trajectory::{AgentProcessor, Decision, EndedEpisodes, Trajectory};
 use std::collections::VecDeque;
 use std::time::Instant;
 
@@ -36,7 +37,11 @@ pub struct BehaviorTrainer {
     pub behavior: String,
     pub settings: TrainerSettings,
     pub description: PolicyDescription,
-    algorithm: Box<dyn Algorithm>,
+    /// The trainer type's networks and update; None while an update runs on the update thread
+    /// (`threaded: true`).
+    algorithm: Option<Box<dyn Algorithm>>,
+    /// With `threaded: true`: the update thread and what acts and waits while it updates.
+    overlap: Option<Overlap>,
     processor: AgentProcessor,
     stats: StatsReporter,
     writer: Option<SummaryWriter>,
@@ -66,6 +71,8 @@ pub struct BehaviorTrainer {
     /// An update produced non-finite weights or outputs: the weights are not to be saved
     /// (the last checkpoint on disk is the last good one).
     pub diverged: bool,
+    /// Updates that ran on the update thread (`threaded: true`).
+    pub updates_on_thread: u64,
     /// Each agent's actor memory between decisions (recurrent networks).
     actor_memories: AgentMemories,
     /// The agent whose consecutive decisions a recurrent network's parity record follows
@@ -133,6 +140,7 @@ impl BehaviorTrainer {
             "sac" => Box::new(Sac::new(behavior, &description, &settings, seed)?),
             other => return Err(TrainError::Unsupported(format!("behavior {behavior}: trainer_type {other} is not trained yet"))),
         };
+        let overlap = if settings.threaded { Some(Overlap::new(behavior, &description)?) } else { None };
         let writer = match tensorboard {
             Some(dir) => Some(SummaryWriter::create(dir).map_err(|source| TrainError::Io { what: "TensorBoard folder", path: dir.into(), source })?),
             None => None,
@@ -144,7 +152,8 @@ impl BehaviorTrainer {
             actor_memories: AgentMemories::new(description.memory_size),
             settings,
             description,
-            algorithm,
+            algorithm: Some(algorithm),
+            overlap,
             writer,
             step: 0,
             initial_step: 0,
@@ -158,6 +167,7 @@ impl BehaviorTrainer {
             pending_checkpoint: None,
             last_mean_reward: None,
             diverged: false,
+            updates_on_thread: 0,
             parity_agent: None,
         })
     }
@@ -167,9 +177,25 @@ impl BehaviorTrainer {
         self.step <= self.settings.max_steps
     }
 
-    /// Where the algorithm stands and reports.
-    fn context(&mut self) -> TrainerContext<'_> {
-        TrainerContext { behavior: &self.behavior, step: self.step, stats: &mut self.stats, diverged: &mut self.diverged }
+    /// The algorithm, which is here unless an update runs on the update thread; the session
+    /// reads and saves it only between updates (checkpoints fall due as trajectories are taken,
+    /// which happens only then).
+    fn home(&self) -> &dyn Algorithm {
+        self.algorithm.as_deref().expect("the algorithm is read only between threaded updates")
+    }
+
+    /// Whether an update is running on the update thread.
+    pub fn updating(&self) -> bool {
+        self.algorithm.is_none()
+    }
+
+    /// The learning rate now (while an update runs, the one it began with).
+    fn learning_rate(&self) -> f64 {
+        match (&self.algorithm, &self.overlap) {
+            (Some(a), _) => a.learning_rate(self.step),
+            (None, Some(o)) => o.learning_rate,
+            (None, None) => 0.0,
+        }
     }
 
     /// Samples actions for the agents that need a decision. Outputs that are not finite (a
@@ -177,9 +203,14 @@ impl BehaviorTrainer {
     /// A recurrent actor reads each agent's memory (zeros for an agent whose episode ended in
     /// `terminals` of the same step, or that is new) and keeps what it produced.
     pub fn act(&mut self, source: usize, steps: &DecisionSteps, terminals: &TerminalSteps) -> Result<(ActionTuple, Vec<Decision>), TrainError> {
-        let Some(sampled) = sample_with_memories(self.algorithm.actor(), &self.description, &mut self.actor_memories, source, steps, terminals) else {
-            let learning_rate = self.algorithm.learning_rate(self.step);
-            let mut context = self.context();
+        let actor = match (&self.algorithm, &self.overlap) {
+            (Some(algorithm), _) => algorithm.actor(),
+            (None, Some(overlap)) => &overlap.acting.actor,
+            (None, None) => unreachable!("an algorithm leaves only for the update thread"),
+        };
+        let Some(sampled) = sample_with_memories(actor, &self.description, &mut self.actor_memories, source, steps, terminals) else {
+            let learning_rate = self.learning_rate();
+            let mut context = TrainerContext { behavior: &self.behavior, step: self.step, stats: &mut self.stats, diverged: &mut self.diverged };
             if let Some((agent, observation, value)) = largest_observation(steps).filter(|(.., v)| v.abs() >= OVERFLOWING_OBSERVATION) {
                 return Err(context.overflow(agent, format!("observation {observation}"), format!("holds {value:e}, and the policy's outputs became non-finite")));
             }
@@ -236,16 +267,26 @@ impl BehaviorTrainer {
             self.stats.add(CUMULATIVE_REWARD, e.cumulative_reward, StatsAggregation::Average);
             self.stats.add("Environment/Episode Length", e.length as f32, StatsAggregation::Average);
         }
+        match &mut self.overlap {
+            Some(overlap) if self.algorithm.is_none() => overlap.queued.extend(trajectories),
+            _ => self.take_trajectories(trajectories)?,
+        }
+        Ok(Ingested { episode_returns, games })
+    }
+
+    /// Hands trajectories to the algorithm (which is here) and counts their steps.
+    fn take_trajectories(&mut self, trajectories: Vec<Trajectory>) -> Result<(), TrainError> {
         for t in trajectories {
             let n = t.steps.len() as u64;
+            let algorithm = self.algorithm.as_mut().expect("trajectories are taken between threaded updates");
             let mut context = TrainerContext { behavior: &self.behavior, step: self.step, stats: &mut self.stats, diverged: &mut self.diverged };
-            self.algorithm.take_trajectory(t, &mut context)?;
+            algorithm.take_trajectory(t, &mut context)?;
             self.count_steps(n);
         }
         if !self.should_train() {
-            self.algorithm.training_over();
+            self.algorithm.as_mut().expect("trajectories are taken between threaded updates").training_over();
         }
-        Ok(Ingested { episode_returns, games })
+        Ok(())
     }
 
     /// Counts a trajectory's steps: a checkpoint may become due, and a summary.
@@ -278,18 +319,73 @@ impl BehaviorTrainer {
         }
     }
 
-    /// Runs the algorithm's update when it is due. An update whose loss is not finite stops
-    /// before the optimizer step; one that leaves non-finite weights marks the trainer
-    /// [`diverged`](Self::diverged). Either is an error that says what to change. Returns
-    /// whether an update ran.
-    pub fn maybe_update(&mut self) -> Result<bool, TrainError> {
-        let mut context = TrainerContext { behavior: &self.behavior, step: self.step, stats: &mut self.stats, diverged: &mut self.diverged };
-        self.algorithm.maybe_update(&mut context)
+    /// Runs the algorithm's update when it is due; with `threaded: true`, sends it to the
+    /// update thread instead (the agents act meanwhile with a copy of the actor, and
+    /// [`collect_update`](Self::collect_update) takes it back). An update whose loss is not
+    /// finite stops before the optimizer step; one that leaves non-finite weights marks the
+    /// trainer [`diverged`](Self::diverged). Either is an error that says what to change.
+    /// Returns whether an update ran here.
+    pub fn start_update(&mut self) -> Result<bool, TrainError> {
+        let Some(algorithm) = self.algorithm.as_mut() else { return Ok(false) };
+        let Some(overlap) = self.overlap.as_mut() else {
+            let mut context = TrainerContext { behavior: &self.behavior, step: self.step, stats: &mut self.stats, diverged: &mut self.diverged };
+            return algorithm.maybe_update(&mut context);
+        };
+        if algorithm.update_due(self.step) {
+            overlap.acting.copy_from(algorithm.actor_store());
+            overlap.learning_rate = algorithm.learning_rate(self.step);
+            let stats = StatsReporter::new(&self.behavior, self.settings.summary_freq as u64, self.step);
+            let algorithm = self.algorithm.take().expect("checked above");
+            overlap.thread.send(algorithm, self.step, stats, self.diverged)?;
+        }
+        Ok(false)
     }
 
-    /// The actor's weights as a backend-neutral policy.
+    /// With `threaded: true`: takes the update back if it is done (or waits for it when
+    /// [`MAX_QUEUED_TRAJECTORIES`] wait for it), then the trajectories that came meanwhile.
+    /// Returns whether an update came back.
+    pub fn collect_update(&mut self) -> Result<bool, TrainError> {
+        let Some(overlap) = self.overlap.as_mut().filter(|_| self.algorithm.is_none()) else { return Ok(false) };
+        let finished = if overlap.queued.len() >= MAX_QUEUED_TRAJECTORIES { Some(overlap.thread.wait()?) } else { overlap.thread.try_finished()? };
+        match finished {
+            Some(finished) => self.take_back(finished),
+            None => Ok(false),
+        }
+    }
+
+    /// Waits for a running update and takes it back with the trajectories that came meanwhile
+    /// (before a checkpoint, or at the end).
+    pub fn finish_update(&mut self) -> Result<(), TrainError> {
+        let Some(overlap) = self.overlap.as_mut().filter(|_| self.algorithm.is_none()) else { return Ok(()) };
+        let finished = overlap.thread.wait()?;
+        self.take_back(finished).map(|_| ())
+    }
+
+    /// Installs an update back from the update thread, then takes the trajectories that
+    /// waited for it. Returns whether it updated (or its error).
+    fn take_back(&mut self, finished: Finished) -> Result<bool, TrainError> {
+        self.algorithm = Some(finished.algorithm);
+        self.stats.absorb(finished.stats);
+        self.diverged = finished.diverged;
+        let updated = finished.result?;
+        self.updates_on_thread += updated as u64;
+        let overlap = self.overlap.as_mut().expect("only threaded trainers send updates away");
+        let queued = std::mem::take(&mut overlap.queued);
+        let episodes_ended = std::mem::take(&mut overlap.episodes_ended);
+        self.take_trajectories(queued)?;
+        let algorithm = self.algorithm.as_mut().expect("installed above");
+        episodes_ended.into_iter().for_each(|ended| algorithm.end_episodes(ended));
+        Ok(updated)
+    }
+
+    /// The actor's weights as a backend-neutral policy (while an update runs, those acting).
     pub fn policy(&self) -> (PolicyDescription, Weights) {
-        (self.description.clone(), self.algorithm.actor_weights())
+        let weights = match (&self.algorithm, &self.overlap) {
+            (Some(a), _) => a.actor_weights(),
+            (None, Some(overlap)) => overlap.acting.weights(),
+            (None, None) => unreachable!("an algorithm leaves only for the update thread"),
+        };
+        (self.description.clone(), weights)
     }
 
     /// Text appended to the console summary lines (self-play's learning team and opponents).
@@ -317,24 +413,31 @@ impl BehaviorTrainer {
 
     /// Drops the episodes in progress (the environment is being reset under them) and the
     /// memories of their agents.
-    pub fn end_episodes(&mut self) {
-        self.processor.drop_episodes_in_progress();
-        self.actor_memories.clear();
-        self.algorithm.end_episodes();
-        self.parity_agent = None;
+    pub fn end_episodes(&mut self, ended: EndedEpisodes) {
+        self.processor.drop_episodes_in_progress(ended);
+        self.actor_memories.forget_episodes(ended);
+        match (&mut self.algorithm, &mut self.overlap) {
+            (Some(algorithm), _) => algorithm.end_episodes(ended),
+            (None, Some(overlap)) => overlap.episodes_ended.push(ended),
+            (None, None) => {}
+        }
+        if self.parity_agent.is_some_and(|(source, id)| ended.covers(&(source, id))) {
+            self.parity_agent = None;
+        }
     }
 
     /// Everything a checkpoint holds: the description (labelled `step`, with the run's
     /// curriculum if it has one) and the tensors (the algorithm's networks and optimizer
     /// state, and the parity record of recent decisions).
     pub fn checkpoint(&self, step: u64, curriculum: Option<CurriculumRecord>) -> (CheckpointDescription, Weights) {
-        let state = self.algorithm.state();
+        let algorithm = self.home();
+        let state = algorithm.state();
         let mut tensors = state.tensors;
-        tensors.0.extend(parity_record(self.algorithm.actor(), &self.description, &self.recent_inputs, step).0);
+        tensors.0.extend(parity_record(algorithm.actor(), &self.description, &self.recent_inputs, step).0);
         let description = CheckpointDescription {
             format_version: CHECKPOINT_FORMAT_VERSION,
             behavior: self.behavior.clone(),
-            trainer: self.algorithm.trainer_type().into(),
+            trainer: algorithm.trainer_type().into(),
             step,
             policy: self.description.clone(),
             optimizer: state.optimizer,
@@ -352,24 +455,25 @@ impl BehaviorTrainer {
     /// What of the experience between updates a checkpoint keeps (SAC's replay buffer with
     /// `save_replay_buffer`).
     pub fn experience_to_keep(&self) -> Option<Weights> {
-        self.algorithm.experience_to_keep()
+        self.home().experience_to_keep()
     }
 
     /// Takes back experience a checkpoint kept; returns the rows taken.
     pub fn restore_experience(&mut self, experience: &Weights) -> Result<usize, String> {
-        self.algorithm.restore_experience(experience)
+        self.algorithm.as_mut().expect("restored before training").restore_experience(experience)
     }
 
     /// Loads a checkpoint's networks, and, when `resume`, the optimizer state and the step
     /// count (`--initialize-from` starts again at step 0 with a fresh optimizer).
     pub fn restore(&mut self, checkpoint: &Checkpoint, resume: bool) -> Result<(), TrainError> {
         let trainer = &checkpoint.description.trainer;
-        if trainer != self.algorithm.trainer_type() {
+        let trainer_type = self.home().trainer_type();
+        if trainer != trainer_type {
             return Err(TrainError::Mismatch(format!(
                 "{}: the checkpoint was trained with trainer_type {trainer}, this run's {} is {}; their networks and optimizers differ (start a new run, or give {} the checkpoint's trainer_type)",
                 checkpoint.path.display(),
                 self.behavior,
-                self.algorithm.trainer_type(),
+                trainer_type,
                 self.behavior
             )));
         }
@@ -382,7 +486,7 @@ impl BehaviorTrainer {
             };
             return Err(TrainError::Mismatch(format!("{}: the checkpoint's network differs from this run's ({}); {what_to_do}", checkpoint.path.display(), differences.join("; "))));
         }
-        let skipped = self.algorithm.restore(&checkpoint.tensors, &checkpoint.description.optimizer, checkpoint.description.trainer_state.as_ref(), resume)?;
+        let skipped = self.algorithm.as_mut().expect("restored before training").restore(&checkpoint.tensors, &checkpoint.description.optimizer, checkpoint.description.trainer_state.as_ref(), resume)?;
         if !skipped.is_empty() {
             log::warn!("{}: no tensors for {skipped:?}; they keep their fresh values", checkpoint.path.display());
         }
