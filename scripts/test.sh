@@ -53,7 +53,7 @@ peer() {
 }
 
 phase_rust() {
-  step "build: every binary, example, test and bench (debug, dependencies at opt-level 2)"
+  step "build: every binary, example, test and bench (dev profile: this crate at opt-level 1, dependencies at 2)"
   cargo build --bins --examples --quiet
   cargo test --all-targets --no-run --quiet 2>&1
   step "Rust tests"

@@ -109,6 +109,13 @@ impl Timers {
         value
     }
 
+    /// Adds time spent elsewhere (another thread) under `name`, as `count` calls.
+    pub fn add(&mut self, name: &'static str, spent: std::time::Duration, count: u64) {
+        let entry = self.blocks.entry(name).or_default();
+        entry.0 += spent;
+        entry.1 += count;
+    }
+
     /// Records a gauge value (last value, min, max, count are kept).
     pub fn gauge(&mut self, name: &str, value: f64) {
         let g = self.gauges.entry(name.into()).or_insert((value, value, value, 0));

@@ -548,3 +548,30 @@ pub fn actor_weights(vs: &nn::VarStore) -> Weights {
     weights.0.retain(|name, _| !name.starts_with(crate::checkpoint::CRITIC_PREFIX));
     weights
 }
+
+/// Updates whose largest product (rows × hidden units²) is at most this many multiply-adds run
+/// libtorch on one thread: their tensors are too small for a second thread to pay for its
+/// wake-ups, and its spinning takes the core the environment needs (SAC's memory scene: 19%
+/// less update time on 2 cores; PPO's 3DBall: 29%).
+const SINGLE_THREAD_WORK: usize = 1 << 24;
+
+/// libtorch on one thread while it lives (its former thread count restored on drop).
+pub struct OneThread(i32);
+
+impl OneThread {
+    /// One thread for an update of `rows`-row minibatches through `hidden`-unit layers when it
+    /// is small (and `updating`).
+    pub fn for_update(updating: bool, rows: usize, hidden: usize) -> Option<Self> {
+        (updating && rows.saturating_mul(hidden).saturating_mul(hidden) <= SINGLE_THREAD_WORK).then(|| {
+            let before = tch::get_num_threads();
+            tch::set_num_threads(1);
+            OneThread(before)
+        })
+    }
+}
+
+impl Drop for OneThread {
+    fn drop(&mut self) {
+        tch::set_num_threads(self.0);
+    }
+}

@@ -12,7 +12,7 @@ use crate::train::error::TrainError;
 use crate::train::gae::{gae, standardize};
 use crate::train::networks::adam::Adam;
 use crate::train::networks::memory::{critic_by_sequence, AgentMemories};
-use crate::train::networks::{actor_weights, load_variables, variables, Actor, Critic};
+use crate::train::networks::{actor_weights, load_variables, variables, Actor, Critic, OneThread};
 use crate::train::schedule::DecayedValue;
 use crate::train::trajectory::{EndedEpisodes, Trajectory};
 use rand::seq::SliceRandom;
@@ -290,6 +290,7 @@ impl Algorithm for Ppo {
             r.advantage = a;
         }
         let (lr, beta, epsilon) = (self.learning_rate.value(context.step), self.beta.value(context.step), self.epsilon.value(context.step));
+        let _threads = OneThread::for_update(true, h.batch_size, self.description.hidden_units);
         let (mut policy_losses, mut value_losses) = (vec![], vec![]);
         // Whole sequences are shuffled; a minibatch is batch_size rounded down to whole
         // sequences, at least one (0.28's `_update_policy`). Without memory a sequence is a step.

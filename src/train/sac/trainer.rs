@@ -19,7 +19,7 @@ use crate::train::config::{SacHyperparameters, TrainerSettings};
 use crate::train::error::TrainError;
 use crate::train::networks::adam::Adam;
 use crate::train::networks::memory::{critic_by_sequence, AgentMemories};
-use crate::train::networks::{actor_weights, load_variables, variables, Actor, Critic};
+use crate::train::networks::{actor_weights, load_variables, variables, Actor, Critic, OneThread};
 use crate::train::schedule::DecayedValue;
 use crate::train::trajectory::{EndedEpisodes, Trajectory};
 use rand::SeedableRng;
@@ -35,29 +35,6 @@ const ENTROPY_COEFFICIENTS: &str = "log_ent_coef";
 /// 0.28's scale of the discrete target entropies (`0.2 · ln(branch size)`).
 const DISCRETE_TARGET_ENTROPY_SCALE: f64 = 0.2;
 
-/// Updates whose largest product (rows × hidden units²) is at most this many multiply-adds run
-/// libtorch on one thread: their tensors are too small for a second thread to pay for its
-/// wake-ups (the memory scene's updates: 19% less time on 2 cores).
-const SINGLE_THREAD_WORK: usize = 1 << 24;
-
-/// libtorch on one thread while it lives (its former thread count restored on drop).
-struct OneThread(i32);
-
-impl OneThread {
-    fn when(small: bool) -> Option<Self> {
-        small.then(|| {
-            let before = tch::get_num_threads();
-            tch::set_num_threads(1);
-            OneThread(before)
-        })
-    }
-}
-
-impl Drop for OneThread {
-    fn drop(&mut self) {
-        tch::set_num_threads(self.0);
-    }
-}
 
 /// SAC's targets of entropy: −(continuous actions), and 0.2·ln(k) per branch of k actions.
 pub fn target_entropies(continuous: usize, branches: &[usize]) -> (f64, Vec<f64>) {
@@ -368,8 +345,7 @@ impl Algorithm for Sac {
         }
         let lr = self.learning_rate.value(context.step);
         let due = self.cadence.take_due(context.step);
-        let hidden = self.description.hidden_units;
-        let _threads = OneThread::when(due > 0 && batch_size.saturating_mul(hidden).saturating_mul(hidden) <= SINGLE_THREAD_WORK);
+        let _threads = OneThread::for_update(due > 0, batch_size, self.description.hidden_units);
         let mut losses: [Vec<f32>; 4] = Default::default();
         for _ in 0..due {
             let values = self.gradient_step(context, lr)?;

@@ -480,6 +480,9 @@ impl Session<'_, '_> {
                 onnx = Some(exported.onnx);
                 final_steps.insert(trainer.behavior.clone(), trainer.step);
             }
+            if trainer.updates_on_thread > 0 {
+                self.timers.add("update_policy_on_its_thread", trainer.update_thread_time, trainer.updates_on_thread);
+            }
             if let Some(mean) = trainer.last_summary_reward() {
                 self.timers.gauge(&format!("{}.Environment.Cumulative Reward.mean", trainer.behavior), mean as f64);
             }

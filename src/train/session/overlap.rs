@@ -38,6 +38,8 @@ pub struct Finished {
     pub diverged: bool,
     /// Whether an update ran, or why it failed.
     pub result: Result<bool, TrainError>,
+    /// How long the update thread worked on it.
+    pub took: std::time::Duration,
 }
 
 /// One behavior's update thread.
@@ -57,9 +59,10 @@ impl UpdateThread {
             .name(format!("update {behavior}"))
             .spawn(move || {
                 for mut job in job_receiver {
+                    let started = std::time::Instant::now();
                     let mut context = TrainerContext { behavior: &job.behavior, step: job.step, stats: &mut job.stats, diverged: &mut job.diverged };
                     let result = job.algorithm.maybe_update(&mut context);
-                    let done = Finished { algorithm: job.algorithm, stats: job.stats, diverged: job.diverged, result };
+                    let done = Finished { algorithm: job.algorithm, stats: job.stats, diverged: job.diverged, result, took: started.elapsed() };
                     if finished_sender.send(done).is_err() {
                         break;
                     }

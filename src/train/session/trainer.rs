@@ -71,8 +71,9 @@ pub struct BehaviorTrainer {
     /// An update produced non-finite weights or outputs: the weights are not to be saved
     /// (the last checkpoint on disk is the last good one).
     pub diverged: bool,
-    /// Updates that ran on the update thread (`threaded: true`).
+    /// Updates that ran on the update thread (`threaded: true`), and the time they took there.
     pub updates_on_thread: u64,
+    pub update_thread_time: std::time::Duration,
     /// Each agent's actor memory between decisions (recurrent networks).
     actor_memories: AgentMemories,
     /// The agent whose consecutive decisions a recurrent network's parity record follows
@@ -141,6 +142,12 @@ impl BehaviorTrainer {
             other => return Err(TrainError::Unsupported(format!("behavior {behavior}: trainer_type {other} is not trained yet"))),
         };
         let overlap = if settings.threaded { Some(Overlap::new(behavior, &description)?) } else { None };
+        if settings.threaded {
+            // The environment (this thread and the players) and the update thread each want a
+            // core: libtorch's own threads take only what is left, or their spinning slows both.
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            tch::set_num_threads((cores as i32 - 1).max(1));
+        }
         let writer = match tensorboard {
             Some(dir) => Some(SummaryWriter::create(dir).map_err(|source| TrainError::Io { what: "TensorBoard folder", path: dir.into(), source })?),
             None => None,
@@ -168,6 +175,7 @@ impl BehaviorTrainer {
             last_mean_reward: None,
             diverged: false,
             updates_on_thread: 0,
+            update_thread_time: std::time::Duration::ZERO,
             parity_agent: None,
         })
     }
@@ -367,6 +375,7 @@ impl BehaviorTrainer {
         self.algorithm = Some(finished.algorithm);
         self.stats.absorb(finished.stats);
         self.diverged = finished.diverged;
+        self.update_thread_time += finished.took;
         let updated = finished.result?;
         self.updates_on_thread += updated as u64;
         let overlap = self.overlap.as_mut().expect("only threaded trainers send updates away");
