@@ -1,7 +1,8 @@
 //! SAC (the `train` feature) solves the ML-Agents test-suite scenes within the budgets of
 //! 0.28's own SAC tests (sac.md §8.2: the dummy SAC config, mean of the last 5 episode returns
-//! above the test's threshold), trained against the stand-ins as real child processes, three
-//! seeds each (two must pass: our random streams are not Python's).
+//! above the test's threshold), trained against the stand-ins as real child processes, a
+//! majority of five seeds each (three must pass: our random streams are not Python's; seeds run
+//! until three passed or three failed).
 #![cfg(feature = "train")]
 
 mod common;
@@ -40,24 +41,35 @@ fn last5(returns: &[f32]) -> f32 {
     tail.iter().sum::<f32>() / tail.len().max(1) as f32
 }
 
-/// Trains `scene` with three seeds; two must end above `threshold`.
+/// Trains `scene` with up to five seeds; three must end above `threshold`.
 fn trains(scene: &str, max_steps: u64, overrides: &[(&str, &str)], threshold: f32) {
     trains_network(scene, max_steps, overrides, "", threshold);
 }
 
-/// [`trains`] with more network settings.
+/// The seeds a case may take, and how many of them must pass: a majority.
+const SEEDS: [i64; 5] = [1337, 1338, 1339, 1340, 1341];
+const SEEDS_TO_PASS: usize = 3;
+
+/// [`trains`] with more network settings. Seeds run in order until the majority is decided
+/// (three passed or three failed): two of three at a per-seed success rate near 0.8 (the
+/// hybrid 2x2 case on an AVX2 machine: 7 of 9 seed runs) failed about one CI run in eight,
+/// three of five about one in fifteen, and a case whose seeds all pass still costs three runs.
 fn trains_network(scene: &str, max_steps: u64, overrides: &[(&str, &str)], network: &str, threshold: f32) {
     let options = LearnOptions::in_memory(&format!("sim:{scene}"));
     let mut scores = vec![];
-    for seed in [1337, 1338, 1339] {
+    for seed in SEEDS {
         let results = learn(&dummy_config_with_network(max_steps, overrides, network, seed), &options).unwrap();
         let r = &results["1D"];
         assert!(r.steps >= max_steps);
         scores.push(last5(&r.episode_returns));
+        let passed = scores.iter().filter(|s| **s > threshold).count();
+        if passed >= SEEDS_TO_PASS || scores.len() - passed > SEEDS.len() - SEEDS_TO_PASS {
+            break;
+        }
     }
     eprintln!("{scene}: last-5 mean returns per seed {scores:?}");
     let passed = scores.iter().filter(|s| **s > threshold).count();
-    assert!(passed >= 2, "{scene}: {passed} of 3 seeds reached {threshold} in {max_steps} steps: {scores:?}");
+    assert!(passed >= SEEDS_TO_PASS, "{scene}: {passed} of {} seeds reached {threshold} in {max_steps} steps: {scores:?}", scores.len());
 }
 
 /// test_simple_sac: one action, step 0.2, 1000 steps, above 0.9.
