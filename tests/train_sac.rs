@@ -153,7 +153,7 @@ fn hybrid_two_by_two() {
 
 /// test_hybrid_visual_sac: one image, no vector, one continuous action and one branch, step 0.2,
 /// buffer 50000, batch 128, lr 3e-4, 3000 steps. Not in CI: about one seed in three stays
-/// below 0.9 in this budget (one CI run had 1 of 3), so two of three fail together too often;
+/// below 0.9 in this budget (one CI run had 1 of 3), which failed a two-of-three rule too often;
 /// run it with `--ignored`.
 #[test]
 #[ignore = "one seed in three misses 0.9 within 3000 steps; run with --ignored"]
