@@ -9,9 +9,9 @@ use crate::checkpoint::{self, Checkpoint, CheckpointDescription, CurriculumRecor
 use crate::comm::side_channel::StatsAggregation;
 use crate::env::{ActionTuple, DecisionSteps, TerminalSteps};
 use crate::policy::{ContinuousHead, PolicyDescription, SimpleVisualEncoder, Weights, POLICY_FORMAT_VERSION};
-use crate::spec::BehaviorSpec;
+use crate::spec::{BehaviorSpec, ObservationType};
 use crate::train::algorithm::{Algorithm, TrainerContext};
-use crate::train::config::TrainerSettings;
+use crate::train::config::{GoalConditioning, TrainerSettings};
 use crate::train::curriculum::RewardBuffer;
 use crate::train::error::TrainError;
 use crate::train::networks::acting::{largest_observation, sample_with_memories, OVERFLOWING_OBSERVATION};
@@ -114,6 +114,15 @@ fn check_observations(behavior: &str, spec: &BehaviorSpec, settings: &TrainerSet
     let encoder = settings.network_settings.vis_encode_type;
     if has_visual && encoder != crate::train::config::VisualEncoder::Simple {
         return Err(TrainError::Unsupported(format!("behavior {behavior}: vis_encode_type {encoder:?} is not supported yet (only simple)")));
+    }
+    // With a goal signal, 0.28's default conditions the body's last layer on the goal through a
+    // hypernetwork; the plain body trained here would be another network than the one asked for.
+    let goal = spec.observation_specs.iter().find(|o| o.observation_type == ObservationType::GoalSignal);
+    if let (Some(goal), GoalConditioning::Hyper) = (goal, settings.network_settings.goal_conditioning_type) {
+        return Err(TrainError::Unsupported(format!(
+            "behavior {behavior}: observation {:?} is a goal signal, and goal_conditioning_type: hyper (the default) conditions the network on it through a hypernetwork, which is not trained here yet; set network_settings.goal_conditioning_type: none to train the plain network on every observation (as 0.28 does with none)",
+            goal.name
+        )));
     }
     Ok(())
 }
@@ -510,5 +519,35 @@ impl BehaviorTrainer {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{ActionSpec, ObservationSpec};
+    use crate::train::config::RunOptions;
+
+    /// A position and a goal signal, as 0.28's GridWorld sends its goal.
+    fn goal_behavior() -> BehaviorSpec {
+        let goal = ObservationSpec { observation_type: ObservationType::GoalSignal, ..ObservationSpec::vector(2, "goal") };
+        BehaviorSpec { observation_specs: vec![ObservationSpec::vector(3, "position"), goal], action_spec: ActionSpec::discrete(&[3]) }
+    }
+
+    fn settings(yaml: &str) -> TrainerSettings {
+        RunOptions::from_yaml(yaml, "t.yaml").unwrap().behaviors["B"].clone()
+    }
+
+    /// A goal signal under the default `hyper` conditioning is refused, naming the way out;
+    /// `none`, or no goal signal, trains.
+    #[test]
+    fn goal_signals_need_goal_conditioning_none() {
+        let hyper = settings("behaviors:\n  B: {}\n");
+        let error = check_observations("B", &goal_behavior(), &hyper).unwrap_err().to_string();
+        assert!(error.contains("\"goal\" is a goal signal") && error.contains("goal_conditioning_type: none"), "{error}");
+        let none = settings("behaviors:\n  B:\n    network_settings: {goal_conditioning_type: none}\n");
+        check_observations("B", &goal_behavior(), &none).unwrap();
+        let no_goal = BehaviorSpec { observation_specs: vec![ObservationSpec::vector(3, "position")], action_spec: ActionSpec::discrete(&[3]) };
+        check_observations("B", &no_goal, &hyper).unwrap();
     }
 }
