@@ -344,6 +344,30 @@ fn a_crashed_player_is_restarted_and_the_run_goes_on() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A player that dies on the reset a lesson change asks for (`require_reset: true`; fault
+/// injection: it exits on its second reset command, once) is replaced as a player that dies
+/// mid-step is, and the run reaches its max_steps in the new lesson.
+#[test]
+fn a_player_dying_on_a_lesson_reset_is_restarted() {
+    use mlagents::checkpoint;
+    let dir = temp_dir("reset-restart");
+    let config = dir.join("config.yaml");
+    let lesson = |name: &str, value: f32| format!("      - name: {name}\n        completion_criteria: {{measure: reward, behavior: 1D, min_lesson_length: 5, threshold: -10.0, require_reset: true}}\n        value: {value}\n");
+    let curriculum = format!("environment_parameters:\n  unused:\n    curriculum:\n{}{}", lesson("First", 1.0), lesson("Second", 2.0));
+    std::fs::write(&config, format!("behaviors:\n  1D:\n    hyperparameters: {{batch_size: 16, buffer_size: 64}}\n    max_steps: 1500\n    summary_freq: 500\nenv_settings: {{base_port: 0}}\n{curriculum}")).unwrap();
+    let marker = dir.join("fault-claimed");
+    let (ok, log) = finish(spawn_learn(&config, "reset", &dir, &["--env-args", "--fault", "exit-at-reset@2", "--fault-once", marker.to_str().unwrap()]));
+    assert!(ok, "{log}");
+    assert!(marker.exists(), "the fault never acted: {log}");
+    let moved = log.lines().position(|l| l.contains("moves from lesson 'First'")).expect(&log);
+    let restarted = log.lines().position(|l| l.contains("Restarting worker[0] (restart 1)")).expect(&log);
+    assert!(restarted > moved && log.contains("exited with code 3"), "{log}");
+    let last = checkpoint::latest(&dir.join("reset/1D"), "1D").unwrap();
+    assert!(last.description.step >= 1500, "{}", last.description.step);
+    assert!(dir.join("reset/1D.onnx").is_file());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Past max_lifetime_restarts (a player that crashes every time it reaches its 200th
 /// exchange, the rate limit lifted) the run stops with the dead player's error, after its
 /// checkpoint and export.

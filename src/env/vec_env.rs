@@ -75,9 +75,15 @@ impl VecEnv {
 
     /// Resets every environment concurrently.
     pub fn reset(&mut self) -> Result<(), EnvError> {
+        self.reset_each().into_iter().next().map_or(Ok(()), |(_, error)| Err(error))
+    }
+
+    /// Resets every environment concurrently and returns those that failed, with their worker
+    /// index and error (in worker order); the others have reset.
+    pub fn reset_each(&mut self) -> Vec<(usize, EnvError)> {
         std::thread::scope(|s| {
             let handles: Vec<_> = self.envs.iter_mut().map(|e| s.spawn(move || e.reset())).collect();
-            handles.into_iter().try_for_each(|h| h.join().unwrap_or(Err(EnvError::Closed)))
+            handles.into_iter().enumerate().filter_map(|(w, h)| h.join().unwrap_or(Err(EnvError::Closed)).err().map(|e| (w, e))).collect()
         })
     }
 
@@ -102,10 +108,7 @@ impl VecEnv {
     /// that failed, with their worker index and error; the others have stepped.
     pub fn step_each(&mut self) -> Vec<(usize, EnvError)> {
         if self.envs.iter().any(|e| e.needs_reset()) {
-            return std::thread::scope(|s| {
-                let handles: Vec<_> = self.envs.iter_mut().map(|e| s.spawn(move || e.reset())).collect();
-                handles.into_iter().enumerate().filter_map(|(w, h)| h.join().unwrap_or(Err(EnvError::Closed)).err().map(|e| (w, e))).collect()
-            });
+            return self.reset_each();
         }
         let mut failures: Vec<(usize, EnvError)> = vec![];
         for (worker, env) in self.envs.iter_mut().enumerate() {

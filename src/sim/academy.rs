@@ -128,6 +128,8 @@ pub struct Academy {
     /// Episode ends to send with the next decisions.
     ended: Vec<(usize, AgentInfoProto)>,
     exchanges: u64,
+    /// Reset commands received.
+    resets: u64,
     /// The trainer's last reply, applied at the start of the next step.
     reply: Option<UnityRlInputProto>,
     academy_step: u64,
@@ -175,6 +177,7 @@ impl Academy {
             announced: BTreeSet::new(),
             ended: vec![],
             exchanges: 0,
+            resets: 0,
             reply,
             academy_step: 0,
             full_reset: true,
@@ -208,6 +211,10 @@ impl Academy {
         self.channels.receive(&input.side_channel);
         match CommandProto::try_from(input.command) {
             Ok(CommandProto::Reset) => {
+                self.resets += 1;
+                if let Some(fault) = self.fault.filter(|f| f.acts_at_reset(self.resets)).filter(|_| self.claim_fault()) {
+                    fault.act_on_process();
+                }
                 self.full_reset = true;
                 Some(BTreeMap::new())
             }

@@ -13,6 +13,9 @@ use uuid::Uuid;
 pub enum Fault {
     /// Exit the process with code 3.
     Exit(u64),
+    /// Exit the process with code 3 on receiving the N-th reset command (the first is the one
+    /// every session starts with; the later ones a lesson change or a team change asks for).
+    ExitAtReset(u64),
     /// Stop answering (sleep forever).
     Hang(u64),
     /// Send bytes that are not a protobuf message.
@@ -49,6 +52,7 @@ impl Fault {
         let at: u64 = at.parse().map_err(|_| format!("fault {text:?}: N must be a number"))?;
         Ok(match kind {
             "exit" => Self::Exit(at),
+            "exit-at-reset" => Self::ExitAtReset(at),
             "hang" => Self::Hang(at),
             "garbage" => Self::Garbage(at),
             "nan-reward" => Self::NanReward(at),
@@ -69,6 +73,7 @@ impl Fault {
     pub fn at(self) -> u64 {
         match self {
             Self::Exit(n)
+            | Self::ExitAtReset(n)
             | Self::Hang(n)
             | Self::Garbage(n)
             | Self::NanReward(n)
@@ -89,17 +94,23 @@ impl Fault {
     pub fn acts_at(self, exchange: u64) -> bool {
         match self {
             Self::HugeObservation(n) | Self::HugeReward(n) => exchange >= n,
+            Self::ExitAtReset(_) => false,
             _ => exchange == self.at(),
         }
     }
 }
 
 impl Fault {
+    /// Whether the fault acts on receiving reset command number `reset` (from 1).
+    pub fn acts_at_reset(self, reset: u64) -> bool {
+        self == Self::ExitAtReset(reset)
+    }
+
     /// Acts on the process before the exchange, for the faults that do: exits with code 3,
     /// or stops answering (sleeps forever).
     pub fn act_on_process(self) {
         match self {
-            Self::Exit(_) => std::process::exit(3),
+            Self::Exit(_) | Self::ExitAtReset(_) => std::process::exit(3),
             Self::Hang(_) => loop {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
             },

@@ -312,15 +312,15 @@ impl Session<'_, '_> {
         }
         let lessons_reset = self.advance_lessons(envs.envs_mut().len())?;
         // A team change resets the environments as a lesson's require_reset does.
-        if self.league.take_reset() || lessons_reset {
+        let failures = if self.league.take_reset() || lessons_reset {
             self.trainers.values_mut().for_each(|t| t.end_episodes(EndedEpisodes::All));
             self.league.end_episodes(EndedEpisodes::All);
-            self.timers.time("env_reset", || envs.reset())?;
+            self.timers.time("env_reset", || Ok::<_, TrainError>(envs.reset_each()))?
         } else {
-            let failures = self.timers.time("env_step", || Ok::<_, TrainError>(envs.step_each()))?;
-            for (worker, error) in failures {
-                self.replace_player(envs, worker, error)?;
-            }
+            self.timers.time("env_step", || Ok::<_, TrainError>(envs.step_each()))?
+        };
+        for (worker, error) in failures {
+            self.replace_player(envs, worker, error)?;
         }
         // What the scenes report on the stats channel goes to every behavior's summaries
         // (as ML-Agents records environment stats for each behavior of the environment).
@@ -335,7 +335,7 @@ impl Session<'_, '_> {
         Ok(true)
     }
 
-    /// A worker's player failed during a step: within its restart quota, a new player takes
+    /// A worker's player failed during a step or a reset: within its restart quota, a new player takes
     /// its place (0.28's `env_settings` restarts) and the failed one's episodes in progress
     /// are dropped, while the other workers' go on; otherwise the error stops the run.
     fn replace_player(&mut self, envs: &mut VecEnv, worker: usize, error: crate::env::EnvError) -> Result<(), TrainError> {
