@@ -9,7 +9,7 @@ mod common;
 
 use common::{event_file, finish, play_file, spawn_learn_on, temp_dir};
 use mlagents::train::config::RunOptions;
-use mlagents::train::session::{learn, LearnOptions};
+use mlagents::train::session::{learn, BehaviorResult, LearnOptions};
 
 /// ML-Agents' `sac_dummy_config` (lr 5e-3, batch 8, buffer_init_steps 100, buffer 5000,
 /// τ 0.01, init_entcoef 0.01; 16 hidden units, 1 layer) with a test's overrides.
@@ -50,17 +50,24 @@ fn trains(scene: &str, max_steps: u64, overrides: &[(&str, &str)], threshold: f3
 const SEEDS: [i64; 5] = [1337, 1338, 1339, 1340, 1341];
 const SEEDS_TO_PASS: usize = 3;
 
-/// [`trains`] with more network settings. Seeds run in order until the majority is decided
-/// (three passed or three failed): two of three at a per-seed success rate near 0.8 (the
-/// hybrid 2x2 case on an AVX2 machine: 7 of 9 seed runs) failed about one CI run in eight,
-/// three of five about one in fifteen, and a case whose seeds all pass still costs three runs.
+/// [`trains`] with more network settings.
 fn trains_network(scene: &str, max_steps: u64, overrides: &[(&str, &str)], network: &str, threshold: f32) {
+    trains_seeds(scene, max_steps, threshold, |seed| dummy_config_with_network(max_steps, overrides, network, seed), |_| {});
+}
+
+/// Trains `scene` with the run `run_for(seed)` describes, seeds in order until the majority is
+/// decided (three passed or three failed), and `check`s each run's result: two of three at a
+/// per-seed success rate near 0.8 (the hybrid 2x2 case on an AVX2 machine: 7 of 9 seed runs)
+/// failed about one CI run in eight, three of five about one in fifteen, and a case whose
+/// seeds all pass still costs three runs.
+fn trains_seeds(scene: &str, max_steps: u64, threshold: f32, run_for: impl Fn(i64) -> RunOptions, check: impl Fn(&BehaviorResult)) {
     let options = LearnOptions::in_memory(&format!("sim:{scene}"));
     let (mut scores, mut passed) = (vec![], 0);
     for seed in SEEDS {
-        let results = learn(&dummy_config_with_network(max_steps, overrides, network, seed), &options).unwrap();
+        let results = learn(&run_for(seed), &options).unwrap();
         let r = &results["1D"];
         assert!(r.steps >= max_steps);
+        check(r);
         let score = last5(&r.episode_returns);
         scores.push(score);
         passed += usize::from(score > threshold);
@@ -88,17 +95,12 @@ fn simple_continuous() {
 /// run in the next).
 #[test]
 fn threaded_simple_continuous() {
-    let options = LearnOptions::in_memory("sim:Simple1DContinuous");
-    let mut scores = vec![];
-    for seed in [1337, 1338, 1339] {
+    let threaded = |seed| {
         let mut run = dummy_config(1000, &[], seed);
         run.behaviors.get_mut("1D").unwrap().threaded = true;
-        let r = &learn(&run, &options).unwrap()["1D"];
-        assert!(r.steps >= 1000 && r.updates_on_thread > 0, "{} steps, {} updates on the thread", r.steps, r.updates_on_thread);
-        scores.push(last5(&r.episode_returns));
-    }
-    eprintln!("Simple1DContinuous (threaded): last-5 mean returns per seed {scores:?}");
-    assert!(scores.iter().filter(|s| **s > 0.9).count() >= 2, "{scores:?}");
+        run
+    };
+    trains_seeds("Simple1DContinuous", 1000, 0.9, threaded, |r| assert!(r.updates_on_thread > 0, "{} steps, no update on the thread", r.steps));
 }
 
 /// test_2d_sac: two actions, step 0.8, buffer_init_steps 2000, 3000 steps, above 0.8.
