@@ -335,9 +335,9 @@ impl Session<'_, '_> {
         Ok(true)
     }
 
-    /// A worker's player failed during a step or a reset: within its restart quota, a new player takes
-    /// its place (0.28's `env_settings` restarts) and the failed one's episodes in progress
-    /// are dropped, while the other workers' go on; otherwise the error stops the run.
+    /// A worker's player failed during a step or a reset: within its restart quota, a new
+    /// player takes its place (0.28's `env_settings` restarts) and the failed one's episodes in
+    /// progress are dropped, while the other workers' go on; otherwise the error stops the run.
     fn replace_player(&mut self, envs: &mut VecEnv, worker: usize, error: crate::env::EnvError) -> Result<(), TrainError> {
         let Some(start_player) = self.players.filter(|_| restarts::is_player_failure(&error)) else { return Err(error.into()) };
         let restart = match self.restarts.take(worker, std::time::Instant::now()) {
