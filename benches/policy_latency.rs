@@ -119,12 +119,11 @@ struct Contestant {
     outputs: Vec<String>,
     times: Vec<f64>,
     spent: Duration,
-    budget: Duration,
 }
 
 impl Contestant {
-    fn done(&self) -> bool {
-        self.spent >= self.budget
+    fn done(&self, budget: Duration) -> bool {
+        self.spent >= budget
     }
 
     fn report(&mut self, batch: usize) {
@@ -201,10 +200,10 @@ fn main() {
         let feeds: Vec<PreparedInputs> = policies.iter().map(|p| p.prepare(&inputs(p, batch)).expect("inputs")).collect();
         let mut contestants: Vec<Contestant> = Vec::new();
         for (index, (policy, model)) in policies.iter().zip(&models).enumerate() {
-            let ours = Contestant { engine: Engine::Ours(index), model: model.clone(), name: "mlagents-rs (tract)".into(), outputs: action_outputs(policy), times: Vec::new(), spent: Duration::ZERO, budget };
+            let ours = Contestant { engine: Engine::Ours(index), model: model.clone(), name: "mlagents-rs (tract)".into(), outputs: action_outputs(policy), times: Vec::new(), spent: Duration::ZERO };
             contestants.push(ours);
             if onnxruntime.is_some() && model.extension().is_some_and(|extension| extension == "onnx") {
-                contestants.push(Contestant { engine: Engine::Onnxruntime, model: model.clone(), name: String::new(), outputs: Vec::new(), times: Vec::new(), spent: Duration::ZERO, budget });
+                contestants.push(Contestant { engine: Engine::Onnxruntime, model: model.clone(), name: String::new(), outputs: Vec::new(), times: Vec::new(), spent: Duration::ZERO });
             }
         }
         let mut turn = |contestant: &mut Contestant, slice: Duration| match contestant.engine {
@@ -221,7 +220,7 @@ fn main() {
             turn(contestant, budget / 10);
         }
         loop {
-            let waiting: Vec<usize> = (0..contestants.len()).filter(|&c| !contestants[c].done()).collect();
+            let waiting: Vec<usize> = (0..contestants.len()).filter(|&c| !contestants[c].done(budget)).collect();
             if waiting.is_empty() {
                 break;
             }
