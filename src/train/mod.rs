@@ -5,7 +5,7 @@
 //! checkpoints on disk are [`crate::checkpoint`]'s. Behind the `train` feature (tch): the
 //! session every trainer shares (`session`: environments, trajectories, lessons, self-play,
 //! checkpoints, statistics), what each trainer type implements for it (`algorithm`), the
-//! networks they build on (`networks`), PPO (`ppo`) and SAC (`sac`).
+//! networks they build on (`networks`), the reward signals (`rewards`), PPO (`ppo`) and SAC (`sac`).
 
 #[cfg(feature = "train")]
 pub mod algorithm;
@@ -19,6 +19,8 @@ pub mod memory_cost;
 pub mod networks;
 #[cfg(feature = "train")]
 pub mod ppo;
+#[cfg(feature = "train")]
+pub mod rewards;
 pub mod run_folder;
 pub mod run_logs;
 pub mod schedule;

@@ -29,7 +29,7 @@ pub mod trainer;
 
 pub use hyperparameters::{Hyperparameters, SacHyperparameters, Schedule};
 pub use network::{GoalConditioning, MemorySettings, NetworkSettings, VisualEncoder};
-pub use reward_signals::RewardSignal;
+pub use reward_signals::{RewardSignal, RewardSignalKind};
 pub use run_settings::{CheckpointSettings, CommandLineOverrides, EngineSettings, EnvSettings, TorchSettings};
 pub use trainer::{TrainerSettings, KNOWN_TRAINER_TYPES};
 

@@ -19,20 +19,20 @@ impl Context<'_> {
     /// values that train but are likely mistakes, or networks that will not fit in memory.
     pub(super) fn check_ranges(&self, name: &str, settings: &TrainerSettings) -> Result<(), ConfigError> {
         let h = &settings.hyperparameters;
-        let extrinsic = &settings.reward_signals["extrinsic"];
         type Rule = (&'static str, fn(f64) -> bool);
         const POSITIVE: Rule = ("it must be a finite number above 0", |v| v.is_finite() && v > 0.0);
         const NON_NEGATIVE: Rule = ("it must be a finite number, 0 or more", |v| v.is_finite() && v >= 0.0);
         const UNIT: Rule = ("it must be a finite number between 0 and 1", |v| (0.0..=1.0).contains(&v));
         const FINITE: Rule = ("it must be a finite number", f64::is_finite);
-        let reals: [(&str, f64, Rule); 6] = [
+        let mut reals: Vec<(&str, f64, Rule)> = vec![
             ("learning_rate", h.learning_rate, POSITIVE),
             ("beta", h.beta, NON_NEGATIVE),
             ("epsilon", h.epsilon, POSITIVE),
             ("lambd", h.lambd, UNIT),
-            ("gamma", extrinsic.gamma, UNIT),
-            ("strength", extrinsic.strength, FINITE),
         ];
+        for signal in settings.reward_signals.values() {
+            reals.extend([("gamma", signal.gamma, UNIT), ("strength", signal.strength, FINITE)]);
+        }
         for (key, value, (rule, holds)) in reals {
             if !holds(value) {
                 return Err(self.out_of_range(name, key, value, rule));

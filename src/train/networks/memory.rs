@@ -74,7 +74,8 @@ impl AgentMemories {
 
 /// What the recurrent critic computed for one trajectory.
 pub struct SequencedValues {
-    /// V of every step, then of the observation after the last (the bootstrap).
+    /// V of every step, then of the observation after the last (the bootstrap); with several
+    /// value heads, each row's heads side by side.
     pub values: Vec<f32>,
     /// For every step, the critic memory its sequence starts from (`steps * size` floats).
     pub initial_memories: Vec<f32>,
@@ -100,7 +101,7 @@ pub fn critic_by_sequence(critic: &Critic, observations: &[Tensor], steps: usize
             let rows: Vec<Tensor> = observations.iter().map(|o| o.narrow(0, start as i64, length as i64)).collect();
             let m = Tensor::from_slice(&memory).reshape([1, 1, size]);
             let (v, after) = critic.forward(&rows, Some(&m));
-            values.extend(Vec::<f32>::try_from(v).unwrap_or_default());
+            values.extend(Vec::<f32>::try_from(v.flatten(0, -1)).unwrap_or_default());
             if start < steps {
                 for _ in 0..length {
                     initial_memories.extend_from_slice(&memory);

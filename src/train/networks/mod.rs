@@ -149,14 +149,17 @@ impl Lstm {
     }
 }
 
-/// Observation processors + Swish MLP (+ the LSTM of a recurrent network).
-struct Body {
+/// ML-Agents' `NetworkBody`: observation processors + Swish MLP (+ the LSTM of a recurrent
+/// network). The actor, the critics and the reward signals' networks each have one.
+pub struct Body {
     processors: Vec<Processor>,
     layers: Vec<nn::Linear>,
     lstm: Option<Lstm>,
 }
 
-fn kaiming_linear(p: nn::Path, fan_in: i64, fan_out: i64, gain: f64) -> nn::Linear {
+/// A linear layer with ML-Agents' `KaimingHeNormal` initialisation (linear gain: standard
+/// deviation `gain / sqrt(fan_in)`) and zero bias.
+pub fn kaiming_linear(p: nn::Path, fan_in: i64, fan_out: i64, gain: f64) -> nn::Linear {
     let std = gain / (fan_in as f64).sqrt();
     let config = nn::LinearConfig { ws_init: nn::Init::Randn { mean: 0.0, stdev: std }, bs_init: Some(nn::Init::Const(0.0)), bias: true };
     nn::linear(p, fan_in, fan_out, config)
@@ -165,7 +168,7 @@ fn kaiming_linear(p: nn::Path, fan_in: i64, fan_out: i64, gain: f64) -> nn::Line
 impl Body {
     /// The body of `d`'s networks; its first layer also reads `action_inputs` values (SAC's
     /// Q networks read the continuous action after the observation encodings).
-    fn new(p: &nn::Path, d: &PolicyDescription, action_inputs: usize) -> Self {
+    pub fn new(p: &nn::Path, d: &PolicyDescription, action_inputs: usize) -> Self {
         let encoder = p / "observation_encoder" / "processors";
         let processors = d
             .observation_shapes
@@ -190,7 +193,7 @@ impl Body {
     /// The encoding `[rows, width]` (width `memory_size / 2` with an LSTM, else
     /// `hidden_units`) and, for a recurrent body given `memories` (`[1, n_seq, m]`, rows
     /// being `n_seq` sequences of equal length), the memories after each sequence.
-    fn forward(&self, observations: &[Tensor], action: Option<&Tensor>, memories: Option<&Tensor>) -> (Tensor, Option<Tensor>) {
+    pub fn forward(&self, observations: &[Tensor], action: Option<&Tensor>, memories: Option<&Tensor>) -> (Tensor, Option<Tensor>) {
         let h = self.mlp(observations, action);
         let Some(lstm) = &self.lstm else { return (h, None) };
         let zeros;
@@ -239,7 +242,7 @@ impl Body {
 
     /// Updates every observation's normaliser; the index of an observation that would take
     /// one out of float32 (its normaliser left as it was) is an error.
-    fn update_normalizers(&mut self, observations: &[Tensor]) -> Result<(), usize> {
+    pub fn update_normalizers(&mut self, observations: &[Tensor]) -> Result<(), usize> {
         for (k, (p, x)) in self.processors.iter_mut().zip(observations).enumerate() {
             if let Processor::Vector(Some(n)) = p {
                 if !n.update(x) {
@@ -286,11 +289,11 @@ pub struct Actor {
     branch_sizes: Vec<i64>,
 }
 
-/// A value network: one head per reward signal (extrinsic today), each with one output, or,
-/// for SAC's Q networks, one output per discrete action.
+/// A value network: one head per reward signal, each with one output, or, for SAC's Q
+/// networks, one output per discrete action.
 pub struct Critic {
     body: Body,
-    value: nn::Linear,
+    heads: Vec<nn::Linear>,
 }
 
 /// What the actor computed for a batch.
@@ -472,35 +475,52 @@ impl Actor {
 }
 
 impl Critic {
-    /// PPO's critic: one value per row.
+    /// A critic with the extrinsic value head only: one value per row.
     pub fn new(root: &nn::Path, d: &PolicyDescription) -> Self {
         Self::with_heads(root, d, 0, 1)
     }
 
-    /// A value network whose body also reads `action_inputs` action values and whose head has
-    /// `outputs` outputs (SAC's Q networks: the continuous action in, one value per discrete
-    /// action out).
+    /// PPO's critic: one value head per reward signal, in `signals` order (the heads' names).
+    pub fn for_signals(root: &nn::Path, d: &PolicyDescription, signals: &[&str]) -> Self {
+        let body = Body::new(&(root / "network_body"), d, 0);
+        let heads = signals.iter().map(|name| Self::head(root, d, name, 1)).collect();
+        Self { body, heads }
+    }
+
+    /// A value network whose body also reads `action_inputs` action values and whose
+    /// (extrinsic) head has `outputs` outputs (SAC's Q networks: the continuous action in, one
+    /// value per discrete action out).
     pub fn with_heads(root: &nn::Path, d: &PolicyDescription, action_inputs: usize, outputs: usize) -> Self {
         let body = Body::new(&(root / "network_body"), d, action_inputs);
-        // Xavier-uniform (bound sqrt(6 / (fan_in + fan_out))), zero bias, as ML-Agents' value heads.
+        Self { body, heads: vec![Self::head(root, d, "extrinsic", outputs)] }
+    }
+
+    /// One value head: Xavier-uniform (bound sqrt(6 / (fan_in + fan_out))), zero bias, as
+    /// ML-Agents' value heads.
+    fn head(root: &nn::Path, d: &PolicyDescription, name: &str, outputs: usize) -> nn::Linear {
         let width = d.head_width() as i64;
         let bound = (6.0 / (width as f64 + outputs as f64)).sqrt();
         let config = nn::LinearConfig { ws_init: nn::Init::Uniform { lo: -bound, up: bound }, bs_init: Some(nn::Init::Const(0.0)), bias: true };
-        let value = nn::linear(root / "value_heads" / "value_heads" / "extrinsic", width, outputs as i64, config);
-        Self { body, value }
+        nn::linear(root / "value_heads" / "value_heads" / name, width, outputs as i64, config)
     }
 
-    /// V(s) `[n]`, and for a recurrent critic the memories after each sequence (it starts
-    /// from `memories` `[1, n_seq, m]`; zeros when None, one sequence per row).
+    /// The number of value heads.
+    pub fn heads(&self) -> usize {
+        self.heads.len()
+    }
+
+    /// V(s): `[n]` with one head, `[n, heads]` with several; and for a recurrent critic the
+    /// memories after each sequence (it starts from `memories` `[1, n_seq, m]`; zeros when
+    /// None, one sequence per row).
     pub fn forward(&self, observations: &[Tensor], memories: Option<&Tensor>) -> (Tensor, Option<Tensor>) {
         self.forward_with_action(observations, None, memories)
     }
 
-    /// The values of rows whose body also reads `action` (`[n]` for one output, else
-    /// `[n, outputs]`).
+    /// The values of rows whose body also reads `action` (`[n]` for one head of one output,
+    /// else `[n, outputs]`, the heads side by side).
     pub fn forward_with_action(&self, observations: &[Tensor], action: Option<&Tensor>, memories: Option<&Tensor>) -> (Tensor, Option<Tensor>) {
         let (h, memories) = self.body.forward(observations, action, memories);
-        let values = self.value.forward(&h);
+        let values = Tensor::cat(&self.heads.iter().map(|head| head.forward(&h)).collect::<Vec<_>>(), 1);
         let values = if values.size()[1] == 1 { values.squeeze_dim(1) } else { values };
         (values, memories)
     }

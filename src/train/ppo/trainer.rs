@@ -13,6 +13,7 @@ use crate::train::gae::{gae, standardize};
 use crate::train::networks::adam::Adam;
 use crate::train::networks::memory::{critic_by_sequence, AgentMemories};
 use crate::train::networks::{actor_weights, load_variables, variables, Actor, Critic, OneThread};
+use crate::train::rewards::{RewardSignals, SignalBatch};
 use crate::train::schedule::DecayedValue;
 use crate::train::trajectory::{EndedEpisodes, Trajectory};
 use rand::seq::SliceRandom;
@@ -27,8 +28,12 @@ struct Row {
     log_probs: Vec<f32>,
     /// 1 = allowed.
     mask: Vec<f32>,
+    /// The mean of the signals' advantages.
     advantage: f32,
-    ret: f32,
+    /// Each signal's return (the targets of its value head).
+    returns: Vec<f32>,
+    /// The observations after the step (kept only for reward signals with networks).
+    next_obs: Vec<Vec<f32>>,
     /// The actor memory consumed when acting (recurrent networks; empty otherwise).
     memory: Vec<f32>,
     /// The critic memory the row's sequence starts from (recurrent networks).
@@ -40,15 +45,17 @@ struct Row {
 impl Row {
     /// A padding row (lstm.md §2.2): zero observations, actions, memories and estimates, all
     /// actions allowed, masked out of every loss.
-    fn padding(sizes: &[usize], c: usize, nb: usize, mask_len: usize, memory: usize) -> Self {
+    fn padding(sizes: &[usize], c: usize, nb: usize, mask_len: usize, memory: usize, heads: usize, next_obs: bool) -> Self {
+        let zeros = || sizes.iter().map(|s| vec![0.0; *s]).collect();
         Self {
-            obs: sizes.iter().map(|s| vec![0.0; *s]).collect(),
+            obs: zeros(),
+            next_obs: if next_obs { zeros() } else { vec![] },
             continuous: vec![0.0; c],
             discrete: vec![0; nb],
             log_probs: vec![0.0; c + nb],
             mask: vec![1.0; mask_len],
             advantage: 0.0,
-            ret: 0.0,
+            returns: vec![0.0; heads],
             memory: vec![0.0; memory],
             critic_memory: vec![0.0; memory],
             valid: false,
@@ -64,6 +71,8 @@ pub struct Ppo {
     actor: Actor,
     critic: Critic,
     adam: Adam,
+    /// The reward signals, in the critic's value-head order.
+    signals: RewardSignals,
     buffer: Vec<Row>,
     learning_rate: DecayedValue,
     beta: DecayedValue,
@@ -99,7 +108,10 @@ struct Minibatch {
     old_log_probs: Tensor,
     /// `[rows, 1]`, broadcast over the action dimensions.
     advantages: Tensor,
+    /// `[rows, signals]`.
     returns: Tensor,
+    /// The observations after each row's step (reward signals with networks; else empty).
+    next_obs: Vec<Tensor>,
     /// Each sequence's starting actor and critic memories `[1, n_seq, m]` (recurrent networks).
     memories: Option<Tensor>,
     critic_memories: Option<Tensor>,
@@ -121,7 +133,8 @@ impl Ppo {
     pub fn new(description: &PolicyDescription, settings: &TrainerSettings, seed: u64) -> Self {
         let vs = nn::VarStore::new(Device::Cpu);
         let actor = Actor::new(&vs.root(), description);
-        let critic = Critic::new(&(vs.root() / "critic"), description);
+        let signals = RewardSignals::new(description, &settings.reward_signals);
+        let critic = Critic::for_signals(&(vs.root() / "critic"), description, &signals.keys());
         let adam = Adam::new(&vs);
         let h = &settings.hyperparameters;
         let max = settings.max_steps;
@@ -135,6 +148,7 @@ impl Ppo {
             actor,
             critic,
             adam,
+            signals,
             buffer: vec![],
             rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
             sequence_length: settings.network_settings.memory.map_or(1, |m| m.sequence_length),
@@ -160,15 +174,17 @@ impl Ppo {
         let valid: Vec<f32> = rows.iter().map(|r| if r.valid { 1.0 } else { 0.0 }).collect();
         let discrete: Vec<i64> = rows.iter().flat_map(|r| r.discrete.iter().copied()).collect();
         let advantages: Vec<f32> = rows.iter().map(|r| r.advantage).collect();
-        let returns: Vec<f32> = rows.iter().map(|r| r.ret).collect();
+        let sizes = self.description.observation_sizes();
+        let next_obs = if self.signals.has_networks() { sizes.iter().enumerate().map(|(i, s)| rows_to_tensor(&rows, |r| &r.next_obs[i], *s)).collect() } else { vec![] };
         Minibatch {
-            obs: self.description.observation_sizes().iter().enumerate().map(|(i, s)| rows_to_tensor(&rows, |r| &r.obs[i], *s)).collect(),
+            obs: sizes.iter().enumerate().map(|(i, s)| rows_to_tensor(&rows, |r| &r.obs[i], *s)).collect(),
+            next_obs,
             continuous: rows_to_tensor(&rows, |r| &r.continuous, c),
             discrete: Tensor::from_slice(&discrete).reshape([rows.len() as i64, nb as i64]),
             masks: (total > 0).then(|| rows_to_tensor(&rows, |r| &r.mask, total)),
             old_log_probs: rows_to_tensor(&rows, |r| &r.log_probs, c + nb),
             advantages: Tensor::from_slice(&advantages).unsqueeze(1),
-            returns: Tensor::from_slice(&returns),
+            returns: rows_to_tensor(&rows, |r| &r.returns, self.critic.heads()),
             memories: start_memories(|r| &r.memory),
             critic_memories: start_memories(|r| &r.critic_memory),
             valid: recurrent.then(|| Tensor::from_slice(&valid)),
@@ -191,6 +207,8 @@ impl Ppo {
         // fast the critic learns.
         let (ret, old_v) = (&batch.returns, &batch.returns);
         let (v, _) = self.critic.forward(&batch.obs, batch.critic_memories.as_ref());
+        // Every head's loss is a mean over the same rows: their mean is the mean over all.
+        let v = v.reshape([-1, self.critic.heads() as i64]);
         let v_clipped = old_v + (&v - old_v).clamp(-epsilon, epsilon);
         let value_loss = mean(&(ret - &v).pow_tensor_scalar(2).max_other(&(ret - &v_clipped).pow_tensor_scalar(2)));
         let loss: Tensor = &policy_loss + &value_loss * 0.5 - mean(&out.entropy) * beta;
@@ -234,33 +252,54 @@ impl Algorithm for Ppo {
             }
             (sequenced.values, sequenced.initial_memories)
         } else {
-            (tch::no_grad(|| Vec::<f32>::try_from(self.critic.forward(&obs, None).0).unwrap_or_default()), vec![])
+            (tch::no_grad(|| Vec::<f32>::try_from(self.critic.forward(&obs, None).0.flatten(0, -1)).unwrap_or_default()), vec![])
         };
-        let signal = &self.settings.reward_signals["extrinsic"];
-        let rewards: Vec<f32> = t.steps.iter().map(|s| s.reward * signal.strength as f32).collect();
-        let (advantages, returns) =
-            gae(&rewards, &values[..n], values[n], t.terminal, signal.gamma as f32, self.settings.hyperparameters.lambd as f32);
-        if !returns.iter().chain(&advantages).all(|v| v.is_finite()) {
-            if !values.iter().all(|v| v.is_finite()) {
-                return Err(context.diverge("the value estimates became non-finite", self.learning_rate.value(context.step)));
+        let heads = self.critic.heads();
+        let signal_rewards = self.signals.rewards(&t, &obs, context.stats);
+        let mut advantages = vec![0.0f32; n];
+        let mut returns = vec![vec![0.0f32; heads]; n];
+        for (head, signal) in signal_rewards.iter().enumerate() {
+            let head_values: Vec<f32> = values.iter().skip(head).step_by(heads).copied().collect();
+            if head_values.len() != n + 1 {
+                return Err(context.diverge("the critic gave no value for every step", self.learning_rate.value(context.step)));
             }
-            let largest = rewards.iter().fold(0.0f32, |m, r| if r.abs() > m.abs() { *r } else { m });
-            return Err(context.overflow(t.agent.1, "the rewards".into(), format!("reach {largest:e}, and their discounted returns overflow")));
+            // Curiosity and RND bootstrap past a real episode end (0.28's `ignore_done`).
+            let terminal = t.terminal && !signal.ignore_done;
+            let (signal_advantages, signal_returns) = gae(&signal.rewards, &head_values[..n], head_values[n], terminal, signal.gamma, self.settings.hyperparameters.lambd as f32);
+            if !signal_returns.iter().chain(&signal_advantages).all(|v| v.is_finite()) {
+                if !head_values.iter().all(|v| v.is_finite()) {
+                    return Err(context.diverge("the value estimates became non-finite", self.learning_rate.value(context.step)));
+                }
+                let largest = signal.rewards.iter().fold(0.0f32, |m, r| if r.abs() > m.abs() { *r } else { m });
+                let what = format!("the {} rewards", signal.kind.key());
+                return Err(context.overflow(t.agent.1, what, format!("reach {largest:e}, and their discounted returns overflow")));
+            }
+            for k in 0..n {
+                advantages[k] += signal_advantages[k] / heads as f32;
+                returns[k][head] = signal_returns[k];
+            }
+            let mean_value = head_values[..n].iter().sum::<f32>() / n as f32;
+            context.stats.add(&format!("Policy/{} Value Estimate", signal.kind.tag_name()), mean_value, StatsAggregation::Average);
         }
-        let mean_value = values[..n].iter().sum::<f32>() / n as f32;
-        context.stats.add("Policy/Extrinsic Value Estimate", mean_value, StatsAggregation::Average);
+        let mut next_obs: Vec<Vec<Vec<f32>>> = vec![];
+        if self.signals.has_networks() {
+            next_obs = t.steps.iter().skip(1).map(|s| s.obs.clone()).collect();
+            next_obs.push(t.next_obs.clone());
+        }
+        let mut next_obs = next_obs.into_iter();
         let total = self.description.action_spec.mask_len();
         let m = self.description.memory_size;
-        for (k, s) in t.steps.into_iter().enumerate() {
+        for ((k, s), returns) in t.steps.into_iter().enumerate().zip(returns) {
             let mask = if s.action_mask.len() == total { s.action_mask.iter().map(|m| if *m { 0.0 } else { 1.0 }).collect() } else { vec![1.0; total] };
             self.buffer.push(Row {
                 obs: s.obs,
+                next_obs: next_obs.next().unwrap_or_default(),
                 continuous: s.decision.continuous,
                 discrete: s.decision.discrete.iter().map(|d| *d as i64).collect(),
                 log_probs: s.decision.log_probs,
                 mask,
                 advantage: advantages[k],
-                ret: returns[k],
+                returns,
                 memory: s.decision.memory,
                 critic_memory: critic_memories.get(k * m..(k + 1) * m).map(<[f32]>::to_vec).unwrap_or_default(),
                 valid: true,
@@ -269,7 +308,7 @@ impl Algorithm for Ppo {
         // Sequences never straddle trajectories: the last one is padded at its end.
         let (a, nb) = (&self.description.action_spec, self.description.action_spec.discrete_size());
         while self.buffer.len() % self.sequence_length != 0 {
-            self.buffer.push(Row::padding(&sizes, a.continuous_size, nb, total, m));
+            self.buffer.push(Row::padding(&sizes, a.continuous_size, nb, total, m, heads, self.signals.has_networks()));
         }
         Ok(())
     }
@@ -310,11 +349,16 @@ impl Algorithm for Ppo {
                 self.adam.zero_grad();
                 loss.backward();
                 self.adam.step(lr);
+                if self.signals.has_networks() {
+                    let signal_batch = SignalBatch { obs: &batch.obs, next_obs: &batch.next_obs, continuous: &batch.continuous, discrete: &batch.discrete, valid: batch.valid.as_ref() };
+                    self.signals.update(&signal_batch);
+                }
                 policy_losses.push(policy_value.abs() as f32);
                 value_losses.push(value_value as f32);
             }
         }
         self.buffer.clear();
+        self.signals.report_update(context.stats);
         if let Some(name) = first_non_finite_variable(&self.vs) {
             return Err(context.diverge(&format!("the update left non-finite values in {name}"), lr));
         }
@@ -335,20 +379,26 @@ impl Algorithm for Ppo {
 
     fn end_episodes(&mut self, ended: EndedEpisodes) {
         self.critic_memories.forget_episodes(ended);
+        self.signals.end_episodes(ended);
     }
 
-    /// The actor, the critic and Adam's moments.
+    /// The actor, the critic and Adam's moments; the reward signals' networks and optimizers.
     fn state(&self) -> AlgorithmState {
         let mut tensors = variables(&self.vs);
         tensors.0.extend(self.adam.moments().0);
-        AlgorithmState { tensors, optimizer: self.adam.state().clone(), record: None }
+        let record = self.signals.state().map(|(signal_tensors, record)| {
+            tensors.0.extend(signal_tensors.0);
+            serde_json::json!({ "reward_signals": record })
+        });
+        AlgorithmState { tensors, optimizer: self.adam.state().clone(), record }
     }
 
-    fn restore(&mut self, tensors: &Weights, optimizer: &AdamState, _record: Option<&serde_json::Value>, resume: bool) -> Result<Vec<String>, TrainError> {
-        let skipped = load_variables(&self.vs, tensors);
+    fn restore(&mut self, tensors: &Weights, optimizer: &AdamState, record: Option<&serde_json::Value>, resume: bool) -> Result<Vec<String>, TrainError> {
+        let mut skipped = load_variables(&self.vs, tensors);
         if resume {
             self.adam.restore(optimizer, tensors);
         }
+        skipped.extend(self.signals.restore(tensors, record.and_then(|r| r.get("reward_signals")), resume));
         Ok(skipped)
     }
 }

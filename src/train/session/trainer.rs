@@ -11,7 +11,7 @@ use crate::env::{ActionTuple, DecisionSteps, TerminalSteps};
 use crate::policy::{ContinuousHead, PolicyDescription, SimpleVisualEncoder, Weights, POLICY_FORMAT_VERSION};
 use crate::spec::{BehaviorSpec, ObservationType};
 use crate::train::algorithm::{Algorithm, TrainerContext};
-use crate::train::config::{GoalConditioning, TrainerSettings};
+use crate::train::config::{GoalConditioning, RewardSignalKind, TrainerSettings};
 use crate::train::curriculum::RewardBuffer;
 use crate::train::error::TrainError;
 use crate::train::networks::acting::{largest_observation, sample_with_memories, OVERFLOWING_OBSERVATION};
@@ -121,6 +121,14 @@ fn check_observations(behavior: &str, spec: &BehaviorSpec, settings: &TrainerSet
     if let (Some(goal), GoalConditioning::Hyper) = (goal, settings.network_settings.goal_conditioning_type) {
         return Err(TrainError::Unsupported(format!(
             "behavior {behavior}: observation {:?} is a goal signal, and goal_conditioning_type: hyper (the default) conditions the network on it through a hypernetwork, which is not trained here yet; set network_settings.goal_conditioning_type: none to train the plain network on every observation (as 0.28 does with none)",
+            goal.name
+        )));
+    }
+    // The intrinsic signals' networks are conditioned the same way, by their own settings.
+    let hyper_signal = settings.reward_signals.iter().find(|(_, s)| s.kind != RewardSignalKind::Extrinsic && s.network_settings.goal_conditioning_type == GoalConditioning::Hyper);
+    if let (Some(goal), Some((key, _))) = (goal, hyper_signal) {
+        return Err(TrainError::Unsupported(format!(
+            "behavior {behavior}: observation {:?} is a goal signal, and the {key} reward signal's goal_conditioning_type: hyper (its default) conditions its network on it through a hypernetwork, which is not trained here yet; set reward_signals.{key}.network_settings.goal_conditioning_type: none",
             goal.name
         )));
     }
@@ -547,6 +555,9 @@ mod tests {
         assert!(error.contains("\"goal\" is a goal signal") && error.contains("goal_conditioning_type: none"), "{error}");
         let none = settings("behaviors:\n  B:\n    network_settings: {goal_conditioning_type: none}\n");
         check_observations("B", &goal_behavior(), &none).unwrap();
+        let signal = settings("behaviors:\n  B:\n    network_settings: {goal_conditioning_type: none}\n    reward_signals: {rnd: {}}\n");
+        let error = check_observations("B", &goal_behavior(), &signal).unwrap_err().to_string();
+        assert!(error.contains("reward_signals.rnd.network_settings.goal_conditioning_type: none"), "{error}");
         let no_goal = BehaviorSpec { observation_specs: vec![ObservationSpec::vector(3, "position")], action_spec: ActionSpec::discrete(&[3]) };
         check_observations("B", &no_goal, &hyper).unwrap();
     }

@@ -1,0 +1,160 @@
+//! Intrinsic reward signals (the `train` feature; reward-signals.md §2-§4) live on the Corridor
+//! stand-in with its goal 30 cells away and no curriculum: PPO alone settles for the small
+//! goal behind the start, PPO with curiosity or with RND walks to the far goal on the same
+//! budget. 0.28 has no behavioural test of either signal (§10.1); these are ours. And the
+//! signals' networks, optimizer states and curiosity's "has updated" flag are checkpointed and
+//! resumed exactly, with 0.28's TensorBoard tags.
+#![cfg(feature = "train")]
+
+mod common;
+
+use common::{event_file, play_file, scalars, temp_dir};
+use mlagents::checkpoint::{self, ROLLOUT_PREFIX};
+use mlagents::train::config::RunOptions;
+use mlagents::train::session::{learn, LearnOptions};
+
+/// Steps each Corridor run trains.
+const BUDGET: u64 = 20_000;
+/// The goal's distance: a random walk from the start almost never reaches it.
+const GOAL_DISTANCE: u32 = 30;
+/// The far goal's reward less the step penalty of the straight walk to it: 1 - 30 * 0.005.
+const FAR_GOAL_RETURN: f32 = 0.85;
+/// The small goal's: 0.1 - 3 * 0.005.
+const SMALL_GOAL_RETURN: f32 = 0.085;
+
+/// The Corridor fixture's PPO settings with `signals` (YAML lines under `reward_signals:`
+/// after the extrinsic one), the goal `GOAL_DISTANCE` away and `max_steps`.
+fn corridor(signals: &str, max_steps: u64, seed: i64) -> String {
+    let fixture = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/config/Corridor_curriculum.yaml")).unwrap();
+    let behaviors = &fixture[..fixture.find("environment_parameters:").unwrap()];
+    let extrinsic = "        strength: 1.0\n";
+    let behaviors = behaviors.replacen(extrinsic, &format!("{extrinsic}{signals}"), 1).replace("max_steps: 20000", &format!("max_steps: {max_steps}"));
+    format!("{behaviors}environment_parameters:\n  goal_distance: {GOAL_DISTANCE}\nenv_settings: {{base_port: 0, seed: {seed}}}\n")
+}
+
+const CURIOSITY: &str = "      curiosity: {strength: 0.5, network_settings: {normalize: true, hidden_units: 64}}\n";
+const RND: &str = "      rnd: {strength: 0.1, network_settings: {normalize: true, hidden_units: 64, num_layers: 3}}\n";
+
+/// The mean return of the last 40 episodes (five per agent) of a Corridor run.
+fn final_return(signals: &str, seed: i64) -> f32 {
+    let run = RunOptions::from_yaml(&corridor(signals, BUDGET, seed), "corridor.yaml").unwrap();
+    let results = learn(&run, &LearnOptions::in_memory("sim:Corridor")).unwrap();
+    let returns = &results["Corridor"].episode_returns;
+    let tail = &returns[returns.len().saturating_sub(40)..];
+    tail.iter().sum::<f32>() / tail.len().max(1) as f32
+}
+
+/// Seeds 1, 2, 3 in turn until two reach most of the far goal's return or two do not; returns
+/// whether two did, and the returns.
+fn two_of_three_reach_the_far_goal(signals: &str) -> (bool, Vec<f32>) {
+    let mut returns = vec![];
+    for seed in 1..=3 {
+        returns.push(final_return(signals, seed));
+        let reached = returns.iter().filter(|r| **r >= FAR_GOAL_RETURN - 0.15).count();
+        if reached == 2 || returns.len() - reached == 2 {
+            return (reached == 2, returns);
+        }
+    }
+    unreachable!("three seeds decide")
+}
+
+#[test]
+fn curiosity_finds_the_far_goal() {
+    let (reached, returns) = two_of_three_reach_the_far_goal(CURIOSITY);
+    eprintln!("Corridor, goal {GOAL_DISTANCE} cells away, PPO + curiosity, {BUDGET} steps: final returns {returns:?}");
+    assert!(reached, "{returns:?}");
+}
+
+#[test]
+fn rnd_finds_the_far_goal() {
+    let (reached, returns) = two_of_three_reach_the_far_goal(RND);
+    eprintln!("Corridor, goal {GOAL_DISTANCE} cells away, PPO + RND, {BUDGET} steps: final returns {returns:?}");
+    assert!(reached, "{returns:?}");
+}
+
+/// The control: the same budget and seeds without an intrinsic signal end at the small goal.
+#[test]
+fn ppo_alone_settles_for_the_small_goal() {
+    let (reached, returns) = two_of_three_reach_the_far_goal("");
+    eprintln!("Corridor, goal {GOAL_DISTANCE} cells away, PPO alone, {BUDGET} steps: final returns {returns:?}");
+    assert!(!reached && returns.iter().filter(|r| (**r - SMALL_GOAL_RETURN).abs() < 0.05).count() >= 2, "{returns:?}");
+}
+
+/// A run with both signals writes 0.28's tags, and checkpoints the signals' networks, their Adam
+/// moments and step counts, and curiosity's flag. A resume with nothing left to train writes a
+/// final checkpoint equal to the one it resumed from; a resume that trains goes on from the
+/// saved optimizer steps, and RND's target never moves.
+#[test]
+fn signals_are_checkpointed_and_resumed_exactly() {
+    let dir = temp_dir("reward-signals-resume");
+    let signals = format!("{CURIOSITY}{RND}");
+    let run_with = |max_steps: u64, resume: bool| {
+        let mut yaml = corridor(&signals, max_steps, 7);
+        yaml = yaml.replace("    summary_freq: 2000\n", "    summary_freq: 1000\n    checkpoint_interval: 1500\n");
+        let run = RunOptions::from_yaml(&yaml, "corridor.yaml").unwrap();
+        learn(&run, &LearnOptions { run_dir: Some(dir.join("run")), resume, ..LearnOptions::in_memory("sim:Corridor") }).unwrap()
+    };
+    let results = run_with(3000, false);
+    let behavior_dir = dir.join("run/Corridor");
+    let saved = checkpoint::latest(&behavior_dir, "Corridor").unwrap();
+    let tensors = &saved.tensors.0;
+    for name in [
+        "critic.value_heads.value_heads.curiosity.weight",
+        "critic.value_heads.value_heads.rnd.weight",
+        "critic.value_heads.value_heads.extrinsic.weight",
+        "reward_signals.curiosity._state_encoder._body_endoder.seq_layers.0.weight",
+        "reward_signals.curiosity._state_encoder.observation_encoder.processors.0.normalizer.running_mean",
+        "reward_signals.curiosity.inverse_model_action_encoding.0.seq_layers.0.weight",
+        "reward_signals.curiosity.discrete_action_prediction.weight",
+        "reward_signals.curiosity.forward_model_next_state_prediction.1.weight",
+        "optimizer.m.reward_signals.curiosity.forward_model_next_state_prediction.1.weight",
+        "reward_signals.rnd.target._encoder._body_endoder.seq_layers.4.weight",
+        "reward_signals.rnd.predictor._encoder._body_endoder.seq_layers.4.weight",
+        "optimizer.v.reward_signals.rnd.predictor._encoder._body_endoder.seq_layers.0.weight",
+    ] {
+        assert!(tensors.contains_key(name), "{name} missing from the checkpoint: {:?}", tensors.keys().collect::<Vec<_>>());
+    }
+    assert!(!tensors.keys().any(|k| k.contains("optimizer.m.reward_signals.rnd.target")), "the target is not trained");
+    let state = saved.description.trainer_state.clone().unwrap();
+    let adam_step = |state: &serde_json::Value, key: &str| state["reward_signals"][key]["adam"]["step"].as_u64().unwrap();
+    assert_eq!(state["reward_signals"]["curiosity"]["flags"]["updated_once"], true, "{state}");
+    assert!(adam_step(&state, "curiosity") > 0 && adam_step(&state, "rnd") == adam_step(&state, "curiosity"), "{state}");
+
+    let events = event_file(&behavior_dir);
+    for tag in [
+        "Policy/Extrinsic Reward",
+        "Policy/Curiosity Reward",
+        "Policy/Rnd Reward",
+        "Policy/Extrinsic Value Estimate",
+        "Policy/Curiosity Value Estimate",
+        "Policy/Rnd Value Estimate",
+        "Losses/Curiosity Forward Loss",
+        "Losses/Curiosity Inverse Loss",
+        "Losses/RND Loss",
+    ] {
+        assert!(!scalars(&events, tag).is_empty(), "no {tag} in the event file");
+    }
+    // The export holds the actor alone and plays.
+    let report = play_file(results["Corridor"].onnx.as_ref().unwrap(), "Corridor", true);
+    assert!(report.episodes > 0, "{report:?}");
+
+    // Nothing left to train: the final checkpoint is the restored state.
+    run_with(1, true);
+    let restored = checkpoint::at_step(&behavior_dir, "Corridor", saved.description.step).unwrap();
+    let without_rollouts = |c: &checkpoint::Checkpoint| {
+        let mut t = c.tensors.0.clone();
+        t.retain(|name, _| !name.starts_with(ROLLOUT_PREFIX));
+        t
+    };
+    assert!(without_rollouts(&restored) == without_rollouts(&saved), "resumed networks or moments differ from the checkpoint");
+    assert_eq!(restored.description.trainer_state, saved.description.trainer_state);
+
+    // Training on: the signals' optimizers count on from the saved steps.
+    run_with(saved.description.step + 2000, true);
+    let last = checkpoint::latest(&behavior_dir, "Corridor").unwrap();
+    let last_state = last.description.trainer_state.clone().unwrap();
+    assert!(adam_step(&last_state, "curiosity") > adam_step(&state, "curiosity") && adam_step(&last_state, "rnd") == adam_step(&last_state, "curiosity"), "{state} then {last_state}");
+    let target = "reward_signals.rnd.target._encoder._body_endoder.seq_layers.0.weight";
+    assert_eq!(last.tensors.0[target], saved.tensors.0[target], "RND's target moved");
+    let _ = std::fs::remove_dir_all(dir);
+}
