@@ -1,9 +1,9 @@
 //! Intrinsic reward signals (the `train` feature; reward-signals.md §2-§4) live on the Corridor
 //! stand-in with its goal 30 cells away and no curriculum: PPO alone settles for the small
 //! goal behind the start, PPO with curiosity or with RND walks to the far goal on the same
-//! budget. 0.28 has no behavioural test of either signal (§10.1); these are ours. And the
-//! signals' networks, optimizer states and curiosity's "has updated" flag are checkpointed and
-//! resumed exactly, with 0.28's TensorBoard tags.
+//! budget. 0.28 has no behavioural test of either signal (§10.1); these are ours. And, for PPO
+//! and SAC, the signals' networks, optimizer states and curiosity's "has updated" flag are
+//! checkpointed and resumed exactly, with 0.28's TensorBoard tags.
 #![cfg(feature = "train")]
 
 mod common;
@@ -80,17 +80,27 @@ fn ppo_alone_settles_for_the_small_goal() {
     assert!(!reached && returns.iter().filter(|r| (**r - SMALL_GOAL_RETURN).abs() < 0.05).count() >= 2, "{returns:?}");
 }
 
+/// PPO's Corridor settings with SAC's hyperparameters in place of PPO's.
+fn as_sac(ppo: &str) -> String {
+    let start = ppo.find("    hyperparameters:\n").unwrap();
+    let end = start + ppo[start..].find("    network_settings:").unwrap();
+    let sac = "    hyperparameters: {batch_size: 64, buffer_size: 20000, buffer_init_steps: 300, learning_rate: 0.0003, steps_per_update: 4}\n";
+    format!("{}{sac}{}", ppo[..start].replace("trainer_type: ppo", "trainer_type: sac"), &ppo[end..])
+}
+
 /// A run with both signals writes 0.28's tags, and checkpoints the signals' networks, their Adam
 /// moments and step counts, and curiosity's flag. A resume with nothing left to train writes a
 /// final checkpoint equal to the one it resumed from; a resume that trains goes on from the
 /// saved optimizer steps, and RND's target never moves.
-#[test]
-fn signals_are_checkpointed_and_resumed_exactly() {
-    let dir = temp_dir("reward-signals-resume");
+fn signals_are_checkpointed_and_resumed_exactly(trainer: &str) {
+    let dir = temp_dir(&format!("reward-signals-resume-{trainer}"));
     let signals = format!("{CURIOSITY}{RND}");
     let run_with = |max_steps: u64, resume: bool| {
         let mut yaml = corridor(&signals, max_steps, 7);
         yaml = yaml.replace("    summary_freq: 2000\n", "    summary_freq: 1000\n    checkpoint_interval: 1500\n");
+        if trainer == "sac" {
+            yaml = as_sac(&yaml);
+        }
         let run = RunOptions::from_yaml(&yaml, "corridor.yaml").unwrap();
         learn(&run, &LearnOptions { run_dir: Some(dir.join("run")), resume, ..LearnOptions::in_memory("sim:Corridor") }).unwrap()
     };
@@ -98,10 +108,11 @@ fn signals_are_checkpointed_and_resumed_exactly() {
     let behavior_dir = dir.join("run/Corridor");
     let saved = checkpoint::latest(&behavior_dir, "Corridor").unwrap();
     let tensors = &saved.tensors.0;
-    for name in [
-        "critic.value_heads.value_heads.curiosity.weight",
-        "critic.value_heads.value_heads.rnd.weight",
-        "critic.value_heads.value_heads.extrinsic.weight",
+    let heads: Vec<String> = match trainer {
+        "ppo" => ["curiosity", "rnd", "extrinsic"].iter().map(|s| format!("critic.value_heads.value_heads.{s}.weight")).collect(),
+        _ => ["value_network", "q1_network", "q2_network", "target_network"].iter().flat_map(|n| ["curiosity", "rnd", "extrinsic"].map(|s| format!("{n}.value_heads.value_heads.{s}.weight"))).collect(),
+    };
+    let signal_tensors = [
         "reward_signals.curiosity._state_encoder._body_endoder.seq_layers.0.weight",
         "reward_signals.curiosity._state_encoder.observation_encoder.processors.0.normalizer.running_mean",
         "reward_signals.curiosity.inverse_model_action_encoding.0.seq_layers.0.weight",
@@ -111,8 +122,9 @@ fn signals_are_checkpointed_and_resumed_exactly() {
         "reward_signals.rnd.target._encoder._body_endoder.seq_layers.4.weight",
         "reward_signals.rnd.predictor._encoder._body_endoder.seq_layers.4.weight",
         "optimizer.v.reward_signals.rnd.predictor._encoder._body_endoder.seq_layers.0.weight",
-    ] {
-        assert!(tensors.contains_key(name), "{name} missing from the checkpoint: {:?}", tensors.keys().collect::<Vec<_>>());
+    ];
+    for name in heads.iter().map(String::as_str).chain(signal_tensors) {
+        assert!(tensors.contains_key(name), "{trainer}: {name} missing from the checkpoint: {:?}", tensors.keys().collect::<Vec<_>>());
     }
     assert!(!tensors.keys().any(|k| k.contains("optimizer.m.reward_signals.rnd.target")), "the target is not trained");
     let state = saved.description.trainer_state.clone().unwrap();
@@ -121,18 +133,11 @@ fn signals_are_checkpointed_and_resumed_exactly() {
     assert!(adam_step(&state, "curiosity") > 0 && adam_step(&state, "rnd") == adam_step(&state, "curiosity"), "{state}");
 
     let events = event_file(&behavior_dir);
-    for tag in [
-        "Policy/Extrinsic Reward",
-        "Policy/Curiosity Reward",
-        "Policy/Rnd Reward",
-        "Policy/Extrinsic Value Estimate",
-        "Policy/Curiosity Value Estimate",
-        "Policy/Rnd Value Estimate",
-        "Losses/Curiosity Forward Loss",
-        "Losses/Curiosity Inverse Loss",
-        "Losses/RND Loss",
-    ] {
-        assert!(!scalars(&events, tag).is_empty(), "no {tag} in the event file");
+    let value_tag = if trainer == "ppo" { "Value Estimate" } else { "Value" };
+    let tags = ["Policy/Extrinsic Reward", "Policy/Curiosity Reward", "Policy/Rnd Reward", "Losses/Curiosity Forward Loss", "Losses/Curiosity Inverse Loss", "Losses/RND Loss"];
+    let values = ["Extrinsic", "Curiosity", "Rnd"].map(|s| format!("Policy/{s} {value_tag}"));
+    for tag in tags.iter().copied().chain(values.iter().map(String::as_str)) {
+        assert!(!scalars(&events, tag).is_empty(), "{trainer}: no {tag} in the event file");
     }
     // The export holds the actor alone and plays.
     let report = play_file(results["Corridor"].onnx.as_ref().unwrap(), "Corridor", true);
@@ -146,7 +151,7 @@ fn signals_are_checkpointed_and_resumed_exactly() {
         t.retain(|name, _| !name.starts_with(ROLLOUT_PREFIX));
         t
     };
-    assert!(without_rollouts(&restored) == without_rollouts(&saved), "resumed networks or moments differ from the checkpoint");
+    assert!(without_rollouts(&restored) == without_rollouts(&saved), "{trainer}: resumed networks or moments differ from the checkpoint");
     assert_eq!(restored.description.trainer_state, saved.description.trainer_state);
 
     // Training on: the signals' optimizers count on from the saved steps.
@@ -157,4 +162,16 @@ fn signals_are_checkpointed_and_resumed_exactly() {
     let target = "reward_signals.rnd.target._encoder._body_endoder.seq_layers.0.weight";
     assert_eq!(last.tensors.0[target], saved.tensors.0[target], "RND's target moved");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn ppo_signals_are_checkpointed_and_resumed_exactly() {
+    signals_are_checkpointed_and_resumed_exactly("ppo");
+}
+
+/// SAC evaluates every signal again on each sampled minibatch and updates each signal's
+/// networks on minibatches of their own at `reward_signal_steps_per_update`.
+#[test]
+fn sac_signals_are_checkpointed_and_resumed_exactly() {
+    signals_are_checkpointed_and_resumed_exactly("sac");
 }

@@ -5,7 +5,7 @@
 use super::context::Context;
 use super::hyperparameters::{Hyperparameters, RawHyperparameters};
 use super::network::{NetworkSettings, RawNetworkSettings};
-use super::reward_signals::{RawRewardSignals, RewardSignal, RewardSignalKind};
+use super::reward_signals::{RawRewardSignals, RewardSignal};
 use super::self_play::RawSelfPlay;
 use super::ConfigError;
 use crate::train::memory_cost;
@@ -82,10 +82,6 @@ impl Context<'_> {
         }
         let network_settings = self.network(name, s.network_settings.as_ref(), b.network_settings.as_ref())?;
         let reward_signals = self.reward_signals(name, s.reward_signals.as_ref(), b.reward_signals.as_ref())?;
-        if let Some(signal) = reward_signals.values().find(|r| trainer_type == "sac" && r.kind != RewardSignalKind::Extrinsic) {
-            let key = signal.kind.key();
-            return Err(self.unsupported(&format!("reward signal {key} of {name} under trainer_type sac"), key, name, "SAC trains the extrinsic signal only so far; curiosity and rnd train with ppo"));
-        }
         let steps = |key: &str, v: Option<f64>, least: f64| -> Result<Option<u64>, ConfigError> {
             match v {
                 Some(x) if !x.is_finite() || x < least || x > u64::MAX as f64 => {

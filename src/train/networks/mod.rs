@@ -477,22 +477,20 @@ impl Actor {
 impl Critic {
     /// A critic with the extrinsic value head only: one value per row.
     pub fn new(root: &nn::Path, d: &PolicyDescription) -> Self {
-        Self::with_heads(root, d, 0, 1)
+        Self::for_signals(root, d, &["extrinsic"])
     }
 
-    /// PPO's critic: one value head per reward signal, in `signals` order (the heads' names).
+    /// A critic with one value head per reward signal, in `signals` order (the heads' names).
     pub fn for_signals(root: &nn::Path, d: &PolicyDescription, signals: &[&str]) -> Self {
-        let body = Body::new(&(root / "network_body"), d, 0);
-        let heads = signals.iter().map(|name| Self::head(root, d, name, 1)).collect();
-        Self { body, heads }
+        Self::with_heads(root, d, signals, 0, 1)
     }
 
-    /// A value network whose body also reads `action_inputs` action values and whose
-    /// (extrinsic) head has `outputs` outputs (SAC's Q networks: the continuous action in, one
+    /// A value network whose body also reads `action_inputs` action values, with one head of
+    /// `outputs` outputs per reward signal (SAC's Q networks: the continuous action in, one
     /// value per discrete action out).
-    pub fn with_heads(root: &nn::Path, d: &PolicyDescription, action_inputs: usize, outputs: usize) -> Self {
+    pub fn with_heads(root: &nn::Path, d: &PolicyDescription, signals: &[&str], action_inputs: usize, outputs: usize) -> Self {
         let body = Body::new(&(root / "network_body"), d, action_inputs);
-        Self { body, heads: vec![Self::head(root, d, "extrinsic", outputs)] }
+        Self { body, heads: signals.iter().map(|name| Self::head(root, d, name, outputs)).collect() }
     }
 
     /// One value head: Xavier-uniform (bound sqrt(6 / (fan_in + fan_out))), zero bias, as

@@ -7,7 +7,7 @@ use crate::checkpoint::AdamState;
 use crate::comm::side_channel::StatsAggregation;
 use crate::policy::{PolicyDescription, Weights};
 use crate::train::algorithm::{trajectory_observations, update_normalizers, Algorithm, AlgorithmState, TrainerContext};
-use crate::train::config::TrainerSettings;
+use crate::train::config::{RewardSignalKind, TrainerSettings};
 use crate::train::error::TrainError;
 use crate::train::gae::{gae, standardize};
 use crate::train::networks::adam::Adam;
@@ -265,13 +265,17 @@ impl Algorithm for Ppo {
             }
             // Curiosity and RND bootstrap past a real episode end (0.28's `ignore_done`).
             let terminal = t.terminal && !signal.ignore_done;
-            let (signal_advantages, signal_returns) = gae(&signal.rewards, &head_values[..n], head_values[n], terminal, signal.gamma, self.settings.hyperparameters.lambd as f32);
+            let rewards = Vec::<f32>::try_from(&signal.rewards).unwrap_or_default();
+            let (signal_advantages, signal_returns) = gae(&rewards, &head_values[..n], head_values[n], terminal, signal.gamma as f32, self.settings.hyperparameters.lambd as f32);
             if !signal_returns.iter().chain(&signal_advantages).all(|v| v.is_finite()) {
                 if !head_values.iter().all(|v| v.is_finite()) {
                     return Err(context.diverge("the value estimates became non-finite", self.learning_rate.value(context.step)));
                 }
-                let largest = signal.rewards.iter().fold(0.0f32, |m, r| if r.abs() > m.abs() { *r } else { m });
-                let what = format!("the {} rewards", signal.kind.key());
+                let largest = rewards.iter().fold(0.0f32, |m, r| if r.abs() > m.abs() { *r } else { m });
+                let what = match signal.kind {
+                    RewardSignalKind::Extrinsic => "the rewards".to_string(),
+                    intrinsic => format!("the {} rewards", intrinsic.key()),
+                };
                 return Err(context.overflow(t.agent.1, what, format!("reach {largest:e}, and their discounted returns overflow")));
             }
             for k in 0..n {

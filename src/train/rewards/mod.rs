@@ -99,8 +99,8 @@ pub fn flatten_actions(continuous: &Tensor, discrete: &Tensor, branches: &[i64])
 /// One signal of a behavior.
 struct Signal {
     kind: RewardSignalKind,
-    gamma: f32,
-    strength: f32,
+    gamma: f64,
+    strength: f64,
     /// None for the extrinsic signal.
     provider: Option<Box<dyn RewardProvider>>,
 }
@@ -114,11 +114,13 @@ pub struct RewardSignals {
     update_stats: BTreeMap<&'static str, Vec<f32>>,
 }
 
-/// A trajectory's rewards per signal, with what GAE needs of each.
+/// One signal's rewards for rows of experience (strength applied), with what the returns
+/// need of the signal.
 pub struct SignalRewards {
     pub kind: RewardSignalKind,
-    pub rewards: Vec<f32>,
-    pub gamma: f32,
+    /// `[n]`.
+    pub rewards: Tensor,
+    pub gamma: f64,
     /// Whether the signal bootstraps past a real episode end (curiosity and RND: 0.28's
     /// `ignore_done`).
     pub ignore_done: bool,
@@ -136,7 +138,7 @@ impl RewardSignals {
                     RewardSignalKind::Curiosity => Some(Box::new(curiosity::Curiosity::new(description, signal))),
                     RewardSignalKind::Rnd => Some(Box::new(rnd::Rnd::new(description, signal))),
                 };
-                Signal { kind: signal.kind, gamma: signal.gamma as f32, strength: signal.strength as f32, provider }
+                Signal { kind: signal.kind, gamma: signal.gamma, strength: signal.strength, provider }
             })
             .collect();
         Self { signals, episode_rewards: HashMap::new(), update_stats: BTreeMap::new() }
@@ -157,6 +159,23 @@ impl RewardSignals {
         self.signals.iter().any(|s| s.provider.is_some())
     }
 
+    /// Each signal's strength-scaled rewards of rows of experience: the environment's
+    /// (`environment_rewards` `[n]`) for the extrinsic signal, the networks' for the others
+    /// (which need `batch`; without it they give zeros).
+    pub fn evaluate(&self, batch: Option<&SignalBatch>, environment_rewards: &Tensor) -> Vec<SignalRewards> {
+        self.signals
+            .iter()
+            .map(|signal| {
+                let raw = match (&signal.provider, batch) {
+                    (Some(provider), Some(batch)) => provider.evaluate(batch),
+                    (Some(_), None) => environment_rewards.zeros_like(),
+                    (None, _) => environment_rewards.shallow_clone(),
+                };
+                SignalRewards { kind: signal.kind, rewards: raw * signal.strength, gamma: signal.gamma, ignore_done: signal.provider.is_some() }
+            })
+            .collect()
+    }
+
     /// Each signal's strength-scaled rewards of trajectory `t` (`observations`: its steps'
     /// rows, then the observation after the last step). The signals' normalisers take the
     /// steps first; at the episode's end, each signal's episode sum goes to
@@ -164,29 +183,23 @@ impl RewardSignals {
     pub fn rewards(&mut self, t: &Trajectory, observations: &[Tensor], stats: &mut StatsReporter) -> Vec<SignalRewards> {
         let n = t.steps.len() as i64;
         let steps: Vec<Tensor> = observations.iter().map(|o| o.narrow(0, 0, n)).collect();
-        let batch_tensors = self.has_networks().then(|| {
+        let environment_rewards = Tensor::from_slice(&t.steps.iter().map(|s| s.reward).collect::<Vec<f32>>());
+        let out = if self.has_networks() {
+            for provider in self.signals.iter_mut().filter_map(|s| s.provider.as_mut()) {
+                provider.update_normalizers(&steps);
+            }
             let next: Vec<Tensor> = observations.iter().map(|o| o.narrow(0, 1, n)).collect();
             let continuous: Vec<f32> = t.steps.iter().flat_map(|s| s.decision.continuous.iter().copied()).collect();
             let discrete: Vec<i64> = t.steps.iter().flat_map(|s| s.decision.discrete.iter().map(|d| *d as i64)).collect();
-            (next, Tensor::from_slice(&continuous).reshape([n, -1]), Tensor::from_slice(&discrete).reshape([n, -1]))
-        });
-        let mut out = Vec::with_capacity(self.signals.len());
-        for signal in &mut self.signals {
-            let raw: Vec<f32> = match (&mut signal.provider, &batch_tensors) {
-                (Some(provider), Some((next, continuous, discrete))) => {
-                    provider.update_normalizers(&steps);
-                    let batch = SignalBatch { obs: &steps, next_obs: next, continuous, discrete, valid: None };
-                    Vec::<f32>::try_from(provider.evaluate(&batch)).unwrap_or_default()
-                }
-                _ => t.steps.iter().map(|s| s.reward).collect(),
-            };
-            let rewards = raw.iter().map(|r| r * signal.strength).collect();
-            let ignore_done = signal.provider.is_some();
-            out.push(SignalRewards { kind: signal.kind, rewards, gamma: signal.gamma, ignore_done });
-        }
+            let (continuous, discrete) = (Tensor::from_slice(&continuous).reshape([n, -1]), Tensor::from_slice(&discrete).reshape([n, -1]));
+            let batch = SignalBatch { obs: &steps, next_obs: &next, continuous: &continuous, discrete: &discrete, valid: None };
+            self.evaluate(Some(&batch), &environment_rewards)
+        } else {
+            self.evaluate(None, &environment_rewards)
+        };
         let sums = self.episode_rewards.entry(t.agent).or_insert_with(|| vec![0.0; out.len()]);
         for (sum, signal) in sums.iter_mut().zip(&out) {
-            *sum += signal.rewards.iter().map(|r| *r as f64).sum::<f64>();
+            *sum += signal.rewards.sum(Kind::Double).double_value(&[]);
         }
         if t.terminal || t.interrupted {
             if let Some(sums) = self.episode_rewards.remove(&t.agent) {
@@ -198,13 +211,25 @@ impl RewardSignals {
         out
     }
 
-    /// Trains every signal's networks on one minibatch of the update (0.28: after each PPO
-    /// step, in signal order).
-    pub fn update(&mut self, batch: &SignalBatch) {
-        for provider in self.signals.iter_mut().filter_map(|s| s.provider.as_mut()) {
+    /// The number of signals with networks (the ones [`Self::update_network`] trains).
+    pub fn network_count(&self) -> usize {
+        self.signals.iter().filter(|s| s.provider.is_some()).count()
+    }
+
+    /// Trains the `index`-th signal with networks on one minibatch (SAC samples one for each).
+    pub fn update_network(&mut self, index: usize, batch: &SignalBatch) {
+        if let Some(provider) = self.signals.iter_mut().filter_map(|s| s.provider.as_mut()).nth(index) {
             for (tag, value) in provider.update(batch) {
                 self.update_stats.entry(tag).or_default().push(value);
             }
+        }
+    }
+
+    /// Trains every signal's networks on one minibatch of the update (0.28: after each PPO
+    /// step, in signal order).
+    pub fn update(&mut self, batch: &SignalBatch) {
+        for index in 0..self.network_count() {
+            self.update_network(index, batch);
         }
     }
 

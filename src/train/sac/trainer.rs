@@ -9,7 +9,7 @@
 //! squashed mean, and hybrid actions take the value target and policy loss as meant.
 
 use super::cadence::UpdateCadence;
-use super::losses::{losses, BatchTargets, EntropyCoefficients, Evaluated};
+use super::losses::{losses, BatchTargets, EntropyCoefficients, Evaluated, StreamTargets};
 use super::replay::{ReplayBuffer, RowShape, Transition};
 use crate::checkpoint::AdamState;
 use crate::comm::side_channel::StatsAggregation;
@@ -20,6 +20,7 @@ use crate::train::error::TrainError;
 use crate::train::networks::adam::Adam;
 use crate::train::networks::memory::{critic_by_sequence, AgentMemories};
 use crate::train::networks::{actor_weights, load_variables, variables, Actor, Critic, OneThread};
+use crate::train::rewards::{RewardSignals, SignalBatch};
 use crate::train::schedule::DecayedValue;
 use crate::train::trajectory::{EndedEpisodes, Trajectory};
 use rand::SeedableRng;
@@ -57,6 +58,21 @@ pub fn soft_update(source: &nn::VarStore, source_prefix: &str, target: &nn::VarS
     });
 }
 
+/// A critic's output split into its streams (one per reward signal, in head order): `[n]` or
+/// `[n, outputs]` each.
+fn per_stream(values: Tensor, streams: usize) -> Vec<Tensor> {
+    if streams == 1 {
+        return vec![values];
+    }
+    let width = values.size()[1] / streams as i64;
+    (0..streams as i64)
+        .map(|k| {
+            let stream = values.narrow(1, k * width, width);
+            if width == 1 { stream.squeeze_dim(1) } else { stream }
+        })
+        .collect()
+}
+
 /// Runs `f` with the trainable variables of `vs` under `prefix` taking no gradient.
 fn with_frozen<T>(vs: &nn::VarStore, prefix: &str, f: impl FnOnce() -> T) -> T {
     let named: Vec<Tensor> = vs.variables().into_iter().filter(|(name, t)| name.starts_with(prefix) && t.requires_grad()).map(|(_, t)| t).collect();
@@ -92,6 +108,10 @@ pub struct Sac {
     entropy_adam: Adam,
     buffer: ReplayBuffer,
     cadence: UpdateCadence,
+    /// The reward signals, in the value networks' head order.
+    signals: RewardSignals,
+    /// When the signals' networks update (`reward_signal_steps_per_update`).
+    signal_cadence: UpdateCadence,
     learning_rate: DecayedValue,
     /// Minibatch draws.
     rng: rand_chacha::ChaCha8Rng,
@@ -116,12 +136,14 @@ impl Sac {
         let spec = &description.action_spec;
         let (c, branches) = (spec.continuous_size, spec.discrete_branches.len());
         let q_outputs = spec.mask_len().max(1);
+        let signals = RewardSignals::new(description, &settings.reward_signals);
+        let streams = signals.keys();
         let values_vs = nn::VarStore::new(Device::Cpu);
-        let value = Critic::new(&(values_vs.root() / VALUE_NETWORK), description);
-        let q1 = Critic::with_heads(&(values_vs.root() / Q1_NETWORK), description, c, q_outputs);
-        let q2 = Critic::with_heads(&(values_vs.root() / Q2_NETWORK), description, c, q_outputs);
+        let value = Critic::for_signals(&(values_vs.root() / VALUE_NETWORK), description, &streams);
+        let q1 = Critic::with_heads(&(values_vs.root() / Q1_NETWORK), description, &streams, c, q_outputs);
+        let q2 = Critic::with_heads(&(values_vs.root() / Q2_NETWORK), description, &streams, c, q_outputs);
         let target_vs = nn::VarStore::new(Device::Cpu);
-        let target = Critic::new(&(target_vs.root() / TARGET_NETWORK), description);
+        let target = Critic::for_signals(&(target_vs.root() / TARGET_NETWORK), description, &streams);
         soft_update(&values_vs, VALUE_NETWORK, &target_vs, TARGET_NETWORK, 1.0);
         let entropy_vs = nn::VarStore::new(Device::Cpu);
         let initial = sac.init_entcoef.ln();
@@ -140,6 +162,8 @@ impl Sac {
                 RowShape { continuous_size: c, branches, mask_len: spec.mask_len(), memory_size: description.memory_size, sequence_length },
             ),
             cadence: UpdateCadence::new(sac.steps_per_update, sac.buffer_init_steps),
+            signals,
+            signal_cadence: UpdateCadence::new(sac.reward_signal_steps_per_update, sac.buffer_init_steps),
             learning_rate: DecayedValue::learning_rate(h.learning_rate_schedule, h.learning_rate, settings.max_steps),
             rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
             settings: settings.clone(),
@@ -184,6 +208,7 @@ impl Sac {
         let action_input = |a: &Tensor| (spec.continuous_size > 0).then(|| a.shallow_clone());
         let fresh = action_input(&sample.continuous);
         let taken = action_input(&batch.continuous);
+        let streams = self.signals.keys().len();
         let q1_taken = self.q1.forward_with_action(&batch.obs, taken.as_ref(), q_memories.as_ref()).0;
         let q2_taken = self.q2.forward_with_action(&batch.obs, taken.as_ref(), q_memories.as_ref()).0;
         // Without continuous actions the Q networks read no action: Q at the fresh actions is
@@ -200,16 +225,19 @@ impl Sac {
         };
         let evaluated = Evaluated {
             sample: &sample,
-            values: self.value.forward(&batch.obs, batch.critic_memories.as_ref()).0,
-            q1_sampled,
-            q2_sampled,
-            q1_taken,
-            q2_taken,
-            next_values: tch::no_grad(|| self.target.forward(&batch.next_obs, next_memories.as_ref()).0),
+            values: per_stream(self.value.forward(&batch.obs, batch.critic_memories.as_ref()).0, streams),
+            q1_sampled: per_stream(q1_sampled, streams),
+            q2_sampled: per_stream(q2_sampled, streams),
+            q1_taken: per_stream(q1_taken, streams),
+            q2_taken: per_stream(q2_taken, streams),
+            next_values: per_stream(tch::no_grad(|| self.target.forward(&batch.next_obs, next_memories.as_ref()).0), streams),
         };
-        let signal = &self.settings.reward_signals["extrinsic"];
-        let rewards = &batch.rewards * signal.strength;
-        let targets = BatchTargets { rewards: &rewards, done: &batch.done, discrete: &batch.discrete, gamma: signal.gamma, valid: batch.valid.as_ref() };
+        // Every signal's rewards of the sampled rows, with the signals' networks as they are now
+        // (0.28 re-evaluates them on every minibatch).
+        let signal_batch = SignalBatch { obs: &batch.obs, next_obs: &batch.next_obs, continuous: &batch.continuous, discrete: &batch.discrete, valid: batch.valid.as_ref() };
+        let stream_targets: Vec<StreamTargets> =
+            self.signals.evaluate(Some(&signal_batch), &batch.rewards).into_iter().map(|r| StreamTargets { rewards: r.rewards, gamma: r.gamma, ignore_done: r.ignore_done }).collect();
+        let targets = BatchTargets { streams: &stream_targets, done: &batch.done, discrete: &batch.discrete, valid: batch.valid.as_ref() };
         let sizes: Vec<i64> = spec.discrete_branches.iter().map(|k| *k as i64).collect();
         let alphas = EntropyCoefficients {
             continuous: self.log_alpha_continuous.as_ref(),
@@ -236,6 +264,24 @@ impl Sac {
         }
         soft_update(&self.values_vs, VALUE_NETWORK, &self.target_vs, TARGET_NETWORK, self.sac.tau);
         Ok(values)
+    }
+
+    /// The reward signals' updates due at this step (sac.md §3.4): each takes one minibatch
+    /// of its own per update; returns the updates run.
+    fn update_signals(&mut self, context: &mut TrainerContext) -> u64 {
+        if self.signals.network_count() == 0 {
+            return 0;
+        }
+        let due = self.signal_cadence.take_due(context.step);
+        for _ in 0..due {
+            for index in 0..self.signals.network_count() {
+                let batch = self.buffer.sample(self.settings.hyperparameters.batch_size, &mut self.rng);
+                let signal_batch = SignalBatch { obs: &batch.obs, next_obs: &batch.next_obs, continuous: &batch.continuous, discrete: &batch.discrete, valid: batch.valid.as_ref() };
+                self.signals.update_network(index, &signal_batch);
+            }
+        }
+        self.signals.report_update(context.stats);
+        due
     }
 
     /// The name of a variable of any network holding a NaN or an infinity.
@@ -291,18 +337,25 @@ impl Algorithm for Sac {
             } else {
                 self.critic_memories.store(&[t.agent], &sequenced.final_memory);
             }
-            (sequenced.values[..n].to_vec(), sequenced.initial_memories)
+            (sequenced.values, sequenced.initial_memories)
         } else {
             let steps: Vec<Tensor> = with_next.iter().map(|o| o.narrow(0, 0, n as i64)).collect();
-            (tch::no_grad(|| Vec::<f32>::try_from(self.value.forward(&steps, None).0).unwrap_or_default()), vec![])
+            (tch::no_grad(|| Vec::<f32>::try_from(self.value.forward(&steps, None).0.flatten(0, -1)).unwrap_or_default()), vec![])
         };
+        let streams = self.signals.tag_names();
         if !values.iter().all(|v| v.is_finite()) {
             return Err(context.diverge("the value estimates became non-finite", self.learning_rate.value(context.step)));
         }
-        context.stats.add("Policy/Extrinsic Value", values.iter().sum::<f32>() / n as f32, StatsAggregation::Average);
+        for (k, name) in streams.iter().enumerate() {
+            let stream_values: Vec<f32> = values.iter().skip(k).step_by(streams.len()).take(n).copied().collect();
+            context.stats.add(&format!("Policy/{name} Value"), stream_values.iter().sum::<f32>() / n as f32, StatsAggregation::Average);
+        }
         if let Some(s) = t.steps.iter().find(|s| !s.reward.is_finite()) {
             return Err(context.overflow(t.agent.1, "the rewards".into(), format!("reach {:e}", s.reward)));
         }
+        // For the signals' normalisers and the episodes' rewards per signal (SAC's updates
+        // evaluate the rewards again on every minibatch).
+        self.signals.rewards(&t, &with_next, context.stats);
         if self.training_over {
             return Ok(());
         }
@@ -335,7 +388,8 @@ impl Algorithm for Sac {
 
     /// The gradient steps due at this step (sac.md §3.1), then the buffer trimmed.
     fn update_due(&self, step: u64) -> bool {
-        self.cadence.ready(step, self.buffer.len(), self.settings.hyperparameters.batch_size) && self.cadence.any_due(step)
+        let signals_due = self.signals.network_count() > 0 && self.signal_cadence.any_due(step);
+        self.cadence.ready(step, self.buffer.len(), self.settings.hyperparameters.batch_size) && (self.cadence.any_due(step) || signals_due)
     }
 
     fn maybe_update(&mut self, context: &mut TrainerContext) -> Result<bool, TrainError> {
@@ -354,8 +408,9 @@ impl Algorithm for Sac {
             }
         }
         self.buffer.trim(self.settings.hyperparameters.buffer_size);
+        let signal_updates = self.update_signals(context);
         if due == 0 {
-            return Ok(false);
+            return Ok(signal_updates > 0);
         }
         if let Some(name) = self.first_non_finite_variable() {
             return Err(context.diverge(&format!("the update left non-finite values in {name}"), lr));
@@ -380,10 +435,11 @@ impl Algorithm for Sac {
 
     fn end_episodes(&mut self, ended: EndedEpisodes) {
         self.critic_memories.forget_episodes(ended);
+        self.signals.end_episodes(ended);
     }
 
     /// Every network (the entropy coefficients included), the three optimizers' moments, and
-    /// the update counter.
+    /// the update counter; the reward signals' networks, optimizers and update counter.
     fn state(&self) -> AlgorithmState {
         let mut tensors = Weights::default();
         for vs in [&self.actor_vs, &self.values_vs, &self.target_vs, &self.entropy_vs] {
@@ -392,7 +448,12 @@ impl Algorithm for Sac {
         for adam in [&self.policy_adam, &self.value_adam, &self.entropy_adam] {
             tensors.0.extend(adam.moments().0);
         }
-        let record = serde_json::json!({ "cadence": self.cadence, "value_optimizer": self.value_adam.state(), "entropy_optimizer": self.entropy_adam.state() });
+        let mut record = serde_json::json!({ "cadence": self.cadence, "value_optimizer": self.value_adam.state(), "entropy_optimizer": self.entropy_adam.state() });
+        if let Some((signal_tensors, signals)) = self.signals.state() {
+            tensors.0.extend(signal_tensors.0);
+            record["reward_signals"] = signals;
+            record["signal_cadence"] = serde_json::json!(self.signal_cadence);
+        }
         AlgorithmState { tensors, optimizer: self.policy_adam.state().clone(), record: Some(record) }
     }
 
@@ -410,8 +471,12 @@ impl Algorithm for Sac {
         for vs in [&self.actor_vs, &self.values_vs, &self.target_vs, &self.entropy_vs] {
             skipped.extend(load_variables(vs, tensors));
         }
+        skipped.extend(self.signals.restore(tensors, record.and_then(|r| r.get("reward_signals")), resume));
         if !resume {
             return Ok(skipped);
+        }
+        if let Some(saved) = record.and_then(|r| serde_json::from_value::<UpdateCadence>(r.get("signal_cadence")?.clone()).ok()) {
+            self.signal_cadence.update_steps = saved.update_steps;
         }
         self.policy_adam.restore(optimizer, tensors);
         let recorded = |key: &str| record.and_then(|r| serde_json::from_value::<AdamState>(r[key].clone()).ok());
