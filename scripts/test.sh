@@ -103,6 +103,8 @@ phase_train() {
   step "trainer peer: the real mlagents-learn 0.28 (added to the torch venv) beside ours on the Corridor curriculum"
   bash "$(shared_file tools/peer-setup.sh)" "$torch_venv" >/dev/null
   peer "$torch_venv/bin/python" tests/peer/peer_curriculum.py "$BIN/mlagents-learn" "$BIN/mlagents-sim" tests/fixtures/config/Corridor_curriculum.yaml
+  step "demonstration peer: the real 0.28 demo loader reads what mlagents-run --record-demo writes"
+  peer "$torch_venv/bin/python" tests/peer/peer_demo.py "$BIN/mlagents-run" "$MODELS"
 }
 
 phases=("$@")

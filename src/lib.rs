@@ -31,6 +31,7 @@ pub mod checkpoint;
 pub mod comm;
 pub mod compat;
 pub mod console;
+pub mod demo;
 pub mod engine;
 pub mod export;
 pub mod onnx;

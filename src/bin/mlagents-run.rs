@@ -1,7 +1,8 @@
 //! `mlagents-run`: inspect and evaluate ML-Agents policies (`.onnx` and `.nn`, both on tract).
 //!
 //! - `mlagents-run inspect MODEL [--json]`: format and version, ML-Agents constants, inputs and
-//!   outputs with shapes, layer/op histogram, sha256.
+//!   outputs with shapes, layer/op histogram, sha256. `inspect X.demo` summarises a Unity
+//!   demonstration (behavior, specs, records, episodes, mean return).
 //! - `mlagents-run eval MODEL --inputs FILE.json [--deterministic] [--seed N] [--json]`: runs
 //!   the model once on `{"inputs": {"<name>": {"shape": [...], "data": [...]}}}` and prints
 //!   `{"outputs": {...}}` for every output.
@@ -18,6 +19,9 @@
 //!   With `--parity FILE` (a `<Behavior>.parity.json` from `mlagents-export`), the model's
 //!   outputs on the recorded inputs are first compared with the training network's (max abs
 //!   error per output, `--tolerance`, default 1e-5); exit status 1 when they differ.
+//!
+//!   With `--record-demo OUT.demo`, the play is recorded as a Unity demonstration (the first
+//!   `--episodes` episodes, every agent's whole), for GAIL and behavioral cloning.
 //!
 //! - `mlagents-run check MODEL --target T [--behavior-spec FILE.json] [--device D] [--json]`: whether the
 //!   model loads in Unity package releases (src/compat).
@@ -126,6 +130,10 @@ enum Command {
         opponent: Option<PathBuf>,
         #[arg(long, default_value_t = 1e-5, value_parser = parse_tolerance)]
         tolerance: f32,
+        /// Record the play as a Unity demonstration (a `.demo` file 0.28's GAIL and behavioral
+        /// cloning read): the first --episodes episodes, every agent's whole.
+        #[arg(long, value_name = "OUT.demo", conflicts_with = "opponent", value_parser = parse_demo_path)]
+        record_demo: Option<PathBuf>,
         #[arg(long)]
         json: bool,
     },
@@ -149,6 +157,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// A path for a recorded demonstration: it must end in `.demo`, as Unity and 0.28 require.
+fn parse_demo_path(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    match path.extension() {
+        Some(x) if x == "demo" => Ok(path),
+        _ => Err(format!("{text} does not end in .demo (Unity and ML-Agents read only .demo files)")),
+    }
 }
 
 /// A comparison tolerance: a finite number, zero or more.
@@ -198,6 +215,7 @@ fn print(report: &impl Report, as_json: bool) -> anyhow::Result<ExitCode> {
 /// Runs one subcommand: its exit status, or the error that stopped it.
 fn run(command: Command) -> anyhow::Result<ExitCode> {
     Ok(match command {
+        Command::Inspect { model, json } if model.extension().is_some_and(|x| x == "demo") => print(&session::inspect_demo(&model)?, json)?,
         Command::Inspect { model, json } => print(&session::inspect(&model)?, json)?,
         Command::Eval { model, inputs, deterministic, seed, json } => {
             print(&session::eval(&model, &inputs, LoadOptions { deterministic, seed, ..Default::default() })?, json)?
@@ -232,13 +250,13 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             print(&session::compare(&first, &second, decisions, tolerance)?, json)?
         }
-        Command::Play { model, env, episodes, deterministic, seed, max_steps, parity, opponent, tolerance, json } => {
+        Command::Play { model, env, episodes, deterministic, seed, max_steps, parity, opponent, tolerance, record_demo, json } => {
             let settings = PlaySettings { episodes: episodes as usize, max_steps: max_steps as usize, deterministic, seed };
             if let Some(opponent) = opponent {
                 return print(&session::head_to_head(&model, &opponent, &env.target(), settings)?, json);
             }
             let parity = parity.as_deref().map(|record| (record, tolerance));
-            print(&session::play_model(&model, &env.target(), settings, parity)?, json)?
+            print(&session::play_model(&model, &env.target(), settings, parity, record_demo.as_deref())?, json)?
         }
     })
 }

@@ -25,7 +25,7 @@ pub use check::check;
 pub use interface::{DeclaredInput, DeclaredOutput, FileVersion, MemorySlot, ModelInterface};
 pub use nn::NnPolicy;
 pub use onnx::{bounded_elements, MAX_INPUT_ELEMENTS};
-pub use play::{play, DecisionTimes, PlayError, PlayReport, PolicyDriver};
+pub use play::{play, play_recording, DecisionTimes, PlayError, PlayReport, PolicyDriver};
 pub use onnx::{LoadOptions, OnnxInput, OnnxPolicy, PreparedInputs, NOISE_INPUT, UNIFORM_INPUT};
 pub use parity::{check_parity, compare_models, record_outputs, record_steps, CompareReport, OutputCheck, ParityReport};
 pub use tensors::{parse_eval_inputs, NamedTensors, TensorData};

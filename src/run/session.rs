@@ -82,6 +82,69 @@ pub fn inspect(path: &Path) -> Result<InspectReport> {
     Ok(InspectReport { file: path.display().to_string(), interface: policy.interface()?.clone(), sha256: sha256_hex(&bytes) })
 }
 
+/// `inspect X.demo`: what a demonstration holds.
+#[derive(Debug, Serialize)]
+pub struct DemoReport {
+    pub file: String,
+    pub api_version: i32,
+    pub name: String,
+    pub behavior: String,
+    /// Each observation: name, shape and type.
+    pub observations: Vec<String>,
+    pub actions: String,
+    pub records: usize,
+    /// Episodes ended in the file, and how many of them by reaching their maximum length.
+    pub episodes: usize,
+    pub interrupted: usize,
+    /// The mean reward the file's metadata records (Unity counts one episode more than ended).
+    pub metadata_mean_reward: f32,
+    /// The mean return of the episodes that ended.
+    pub mean_episode_return: Option<f32>,
+    pub sha256: String,
+}
+
+/// Summarises a `.demo` file.
+pub fn inspect_demo(path: &Path) -> Result<DemoReport> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let demo = crate::demo::read(path)?;
+    let mut returns = vec![];
+    let mut running = 0.0f64;
+    for record in &demo.records {
+        running += record.reward as f64;
+        if record.done {
+            returns.push(running);
+            running = 0.0;
+        }
+    }
+    Ok(DemoReport {
+        file: path.display().to_string(),
+        api_version: demo.metadata.api_version,
+        name: demo.metadata.name.clone(),
+        behavior: demo.behavior_name.clone(),
+        observations: demo.spec.observation_specs.iter().map(|o| format!("{:?} {:?} {:?}", o.name, o.shape, o.observation_type)).collect(),
+        actions: demo.spec.action_spec.to_string(),
+        records: demo.records.len(),
+        episodes: returns.len(),
+        interrupted: demo.records.iter().filter(|r| r.done && r.interrupted).count(),
+        metadata_mean_reward: demo.metadata.mean_reward,
+        mean_episode_return: (!returns.is_empty()).then(|| (returns.iter().sum::<f64>() / returns.len() as f64) as f32),
+        sha256: sha256_hex(&bytes),
+    })
+}
+
+impl Report for DemoReport {
+    fn text(&self) -> String {
+        let mut out = format!("{}: demonstration {:?} (API {}) of {}\n", self.file, self.name, self.api_version, self.behavior);
+        out += &format!("  observations: {}\n  actions: {}\n", self.observations.join(", "), self.actions);
+        out += &format!("  {} records, {} episodes ended ({} interrupted)", self.records, self.episodes, self.interrupted);
+        if let Some(mean) = self.mean_episode_return {
+            out += &format!(", mean return {mean:.3}");
+        }
+        out += &format!("\n  sha256 {}\n", self.sha256);
+        out
+    }
+}
+
 /// `eval`: every output of one run.
 #[derive(Debug, Serialize)]
 pub struct EvalReport {
@@ -156,11 +219,23 @@ pub struct PlaySummary {
     pub behaviors: Vec<PlayReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parity: Option<ParityReport>,
+    /// The `.demo` file the play was recorded into (`--record-demo`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub demo: Option<RecordedDemo>,
 }
 
-/// Checks a model against a parity record (when given), then plays it: refused, as Unity
-/// would refuse to load it, when it fails Unity's checks for the behavior.
-pub fn play_model(model: &Path, target: &EnvTarget, settings: PlaySettings, parity: Option<(&Path, f32)>) -> Result<PlaySummary> {
+/// A recording `play --record-demo` wrote.
+#[derive(Debug, Serialize)]
+pub struct RecordedDemo {
+    pub path: String,
+    pub records: usize,
+    pub episodes: usize,
+}
+
+/// Checks a model against a parity record (when given), then plays it (recording the play as
+/// a `.demo` file at `record`, when given): refused, as Unity would refuse to load it, when it
+/// fails Unity's checks for the behavior.
+pub fn play_model(model: &Path, target: &EnvTarget, settings: PlaySettings, parity: Option<(&Path, f32)>, record: Option<&Path>) -> Result<PlaySummary> {
     let parity = parity.map(|(record, tolerance)| -> Result<ParityReport> { Ok(check_parity(model, &ParityRecord::read(record)?, tolerance)?) }).transpose()?;
     let options = LoadOptions { deterministic: settings.deterministic, seed: Some(settings.seed as u32), ..Default::default() };
     let policy = Policy::load(model, options)?;
@@ -180,7 +255,17 @@ pub fn play_model(model: &Path, target: &EnvTarget, settings: PlaySettings, pari
     }
     let mut driver = PolicyDriver::new(policy, &name, &spec, settings.deterministic, settings.seed)?;
     driver.compute_only_actions()?;
-    let mut report = super::play(&mut environment, &mut driver, settings.episodes, settings.max_steps)?;
+    let mut recorder = record.map(|_| crate::demo::recorder::DemoRecorder::new(&spec));
+    let mut report = super::play_recording(&mut environment, &mut driver, settings.episodes, settings.max_steps, recorder.as_mut())?;
+    let demo = match (record, recorder) {
+        (Some(path), Some(recorder)) => {
+            let demo_name = name.split('?').next().unwrap_or(&name);
+            recorder.write(path, demo_name, &name, Some(settings.episodes))?;
+            let written = crate::demo::read(path)?;
+            Some(RecordedDemo { path: path.display().to_string(), records: written.records.len(), episodes: written.episodes() })
+        }
+        _ => None,
+    };
     match report.stopped {
         // The environment already ended the session.
         Some(_) => {
@@ -189,7 +274,7 @@ pub fn play_model(model: &Path, target: &EnvTarget, settings: PlaySettings, pari
         None => environment.close()?,
     }
     report.decisions_per_second = report.decisions_per_second.round();
-    Ok(PlaySummary { model: model.display().to_string(), env: target.env.clone(), deterministic: settings.deterministic, behaviors: vec![report], parity })
+    Ok(PlaySummary { model: model.display().to_string(), env: target.env.clone(), deterministic: settings.deterministic, behaviors: vec![report], parity, demo })
 }
 
 /// `play --opponent`: a head-to-head match of two models on a game of several teams.
@@ -433,6 +518,9 @@ impl Report for PlaySummary {
         }
         if self.parity.as_ref().is_some_and(|p| !p.passed) {
             out += "the model's outputs differ from the parity record\n";
+        }
+        if let Some(demo) = &self.demo {
+            out += &format!("recorded {} episodes ({} decisions) into {}\n", demo.episodes, demo.records, demo.path);
         }
         out
     }

@@ -7,6 +7,7 @@ mod actions;
 mod feed;
 
 pub(super) use actions::{argmax, split_branches};
+use crate::demo::recorder::DemoRecorder;
 use actions::ActionDecoder;
 use feed::{AgentCarry, InputPlan};
 use super::{NamedTensors, Policy, RunError};
@@ -220,6 +221,11 @@ pub(super) fn ended_by_environment(error: &EnvError) -> Option<String> {
 /// zero actions), or `max_steps` environment steps. When the environment ends the session
 /// after some episodes ended, they are reported with the reason ([`PlayReport::stopped`]).
 pub fn play(env: &mut UnityEnvironment, driver: &mut PolicyDriver, episodes: usize, max_steps: usize) -> Result<PlayReport, PlayError> {
+    play_recording(env, driver, episodes, max_steps, None)
+}
+
+/// [`play`], recording every decision and episode end into `recorder` (`--record-demo`).
+pub fn play_recording(env: &mut UnityEnvironment, driver: &mut PolicyDriver, episodes: usize, max_steps: usize, mut recorder: Option<&mut DemoRecorder>) -> Result<PlayReport, PlayError> {
     if env.needs_reset() {
         env.reset()?;
     }
@@ -238,6 +244,9 @@ pub fn play(env: &mut UnityEnvironment, driver: &mut PolicyDriver, episodes: usi
             returns.push((running.remove(id).unwrap_or(0.0) + t.reward[i] as f64) as f32);
         }
         driver.end_episodes(&t.agent_id);
+        if let Some(recorder) = recorder.as_deref_mut() {
+            recorder.add_terminals(&t);
+        }
         if returns.len() >= episodes {
             break;
         }
@@ -246,6 +255,9 @@ pub fn play(env: &mut UnityEnvironment, driver: &mut PolicyDriver, episodes: usi
         }
         environment_time += environment_start.elapsed().as_secs_f64();
         let actions = driver.decide(&d)?;
+        if let Some(recorder) = recorder.as_deref_mut() {
+            recorder.add_decisions(&d, &actions);
+        }
         decisions += d.len();
         environment_start = Instant::now();
         env.set_actions(&behavior, actions)?;
