@@ -9,8 +9,11 @@
 
 #[cfg(feature = "train")]
 pub mod algorithm;
+#[cfg(feature = "train")]
+pub mod bc;
 pub mod config;
 pub mod curriculum;
+pub mod demonstrations;
 pub mod environment_parameters;
 pub mod error;
 pub mod gae;

@@ -18,6 +18,7 @@
 #![allow(clippy::result_large_err)]
 
 mod context;
+pub mod behavioral_cloning;
 pub mod hyperparameters;
 pub mod network;
 mod parameters;
@@ -27,6 +28,7 @@ pub mod run_settings;
 mod self_play;
 pub mod trainer;
 
+pub use behavioral_cloning::BehavioralCloningSettings;
 pub use hyperparameters::{Hyperparameters, SacHyperparameters, Schedule};
 pub use network::{GoalConditioning, MemorySettings, NetworkSettings, VisualEncoder};
 pub use reward_signals::{RewardSignal, RewardSignalKind};

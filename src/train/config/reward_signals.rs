@@ -1,7 +1,6 @@
-//! `reward_signals`: the extrinsic signal and the intrinsic ones (curiosity, RND), each with its
-//! discount, strength and, for the intrinsic ones, its own network settings and learning rate,
-//! with 0.28's defaults and checks (reward-signals.md §1); GAIL, which needs demonstrations, is
-//! refused by name.
+//! `reward_signals`: the extrinsic signal, the intrinsic ones (curiosity, RND) and GAIL, each with
+//! its discount, strength and, for those with networks, their own network settings and learning
+//! rate, GAIL its demonstrations, with 0.28's defaults and checks (reward-signals.md §1).
 
 use super::context::Context;
 use super::network::{NetworkSettings, RawNetworkSettings};
@@ -20,6 +19,10 @@ pub(super) struct RawRewardSignal {
     pub(super) learning_rate: Option<f64>,
     /// Deprecated in 0.28: the width of the signal's network when it has no `network_settings`.
     pub(super) encoding_size: Option<usize>,
+    /// GAIL's own keys.
+    pub(super) demo_path: Option<String>,
+    pub(super) use_actions: Option<bool>,
+    pub(super) use_vail: Option<bool>,
 }
 
 impl RawRewardSignal {
@@ -32,6 +35,9 @@ impl RawRewardSignal {
             network_settings: self.network_settings.clone().or_else(|| defaults.network_settings.clone()),
             learning_rate: self.learning_rate.or(defaults.learning_rate),
             encoding_size: self.encoding_size.or(defaults.encoding_size),
+            demo_path: self.demo_path.clone().or_else(|| defaults.demo_path.clone()),
+            use_actions: self.use_actions.or(defaults.use_actions),
+            use_vail: self.use_vail.or(defaults.use_vail),
         }
     }
 }
@@ -42,7 +48,7 @@ pub(super) struct RawRewardSignals {
     pub(super) extrinsic: Option<RawRewardSignal>,
     pub(super) curiosity: Option<RawRewardSignal>,
     pub(super) rnd: Option<RawRewardSignal>,
-    pub(super) gail: Option<serde_norway::Value>,
+    pub(super) gail: Option<RawRewardSignal>,
 }
 
 /// What a reward signal is.
@@ -56,6 +62,9 @@ pub enum RewardSignalKind {
     Curiosity,
     /// Random network distillation: the error of a predictor of a fixed random network (§4).
     Rnd,
+    /// Generative adversarial imitation: a discriminator's belief that a step is the
+    /// demonstrations' (§5).
+    Gail,
 }
 
 impl RewardSignalKind {
@@ -65,6 +74,7 @@ impl RewardSignalKind {
             Self::Extrinsic => "extrinsic",
             Self::Curiosity => "curiosity",
             Self::Rnd => "rnd",
+            Self::Gail => "gail",
         }
     }
 
@@ -75,6 +85,7 @@ impl RewardSignalKind {
             Self::Extrinsic => "Extrinsic",
             Self::Curiosity => "Curiosity",
             Self::Rnd => "Rnd",
+            Self::Gail => "Gail",
         }
     }
 
@@ -84,7 +95,23 @@ impl RewardSignalKind {
             Self::Extrinsic => None,
             Self::Curiosity => Some(3e-4),
             Self::Rnd => Some(1e-4),
+            Self::Gail => Some(3e-4),
         }
+    }
+
+    /// The keys the signal's block takes, for error messages.
+    fn options(self) -> &'static str {
+        match self {
+            Self::Extrinsic => "gamma, strength and network_settings",
+            Self::Curiosity | Self::Rnd => "gamma, strength, network_settings, learning_rate and encoding_size",
+            Self::Gail => "gamma, strength, network_settings, learning_rate, encoding_size, demo_path, use_actions and use_vail",
+        }
+    }
+
+    /// Whether the signal's value bootstraps past a real episode end (0.28's `ignore_done`:
+    /// curiosity and RND do; the extrinsic signal and GAIL do not).
+    pub fn ignores_done(self) -> bool {
+        matches!(self, Self::Curiosity | Self::Rnd)
     }
 }
 
@@ -101,28 +128,40 @@ pub struct RewardSignal {
     /// The Adam learning rate of the signal's networks (None for the extrinsic signal).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub learning_rate: Option<f64>,
+    /// GAIL's demonstrations and options (None for the other signals).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub gail: Option<GailSettings>,
+}
+
+/// GAIL's own settings (reward-signals.md §1.1).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GailSettings {
+    /// A `.demo` file or a folder of them (relative paths from the working directory, as 0.28).
+    pub demo_path: String,
+    /// The discriminator also reads the action and whether the episode ended.
+    pub use_actions: bool,
+    /// A variational information bottleneck in the discriminator (VAIL).
+    pub use_vail: bool,
 }
 
 impl Context<'_> {
     /// The reward signals: the behavior's over `default_settings`' (merged signal by signal and
     /// key by key, as 0.28 deep-merges them), or the extrinsic signal alone when neither gives
-    /// any. GAIL is refused by name.
+    /// any.
     pub(super) fn reward_signals(&self, name: &str, own: Option<&RawRewardSignals>, defaults: Option<&RawRewardSignals>) -> Result<BTreeMap<String, RewardSignal>, ConfigError> {
         let mut reward_signals = BTreeMap::new();
         if own.is_none() && defaults.is_none() {
             let kind = RewardSignalKind::Extrinsic;
-            reward_signals.insert(kind.key().into(), RewardSignal { kind, gamma: 0.99, strength: 1.0, network_settings: self.network(name, None, None)?, learning_rate: None });
+            reward_signals.insert(kind.key().into(), RewardSignal { kind, gamma: 0.99, strength: 1.0, network_settings: self.network(name, None, None)?, learning_rate: None, gail: None });
             return Ok(reward_signals);
         }
         let empty = RawRewardSignals::default();
         let (own, defaults) = (own.unwrap_or(&empty), defaults.unwrap_or(&empty));
-        if own.gail.is_some() || defaults.gail.is_some() {
-            return Err(self.unsupported(&format!("reward signal gail of {name}"), "gail", name, "extrinsic, curiosity and rnd only (GAIL needs the .demo reader, not built yet)"));
-        }
         let blocks = [
             (RewardSignalKind::Extrinsic, &own.extrinsic, &defaults.extrinsic),
             (RewardSignalKind::Curiosity, &own.curiosity, &defaults.curiosity),
             (RewardSignalKind::Rnd, &own.rnd, &defaults.rnd),
+            (RewardSignalKind::Gail, &own.gail, &defaults.gail),
         ];
         for (kind, own, defaults) in blocks {
             let raw = match (own, defaults) {
@@ -133,7 +172,7 @@ impl Context<'_> {
             reward_signals.insert(kind.key().into(), self.reward_signal(name, kind, &raw)?);
         }
         if reward_signals.is_empty() {
-            return Err(ConfigError::Invalid { file: self.file.into(), message: format!("{name}: reward_signals names no signal (extrinsic, curiosity or rnd)") });
+            return Err(ConfigError::Invalid { file: self.file.into(), message: format!("{name}: reward_signals names no signal (extrinsic, curiosity, rnd or gail)") });
         }
         Ok(reward_signals)
     }
@@ -143,16 +182,34 @@ impl Context<'_> {
     /// feed-forward).
     fn reward_signal(&self, name: &str, kind: RewardSignalKind, raw: &RawRewardSignal) -> Result<RewardSignal, ConfigError> {
         let key = kind.key();
-        if kind == RewardSignalKind::Extrinsic {
-            for (option, given) in [("learning_rate", raw.learning_rate.is_some()), ("encoding_size", raw.encoding_size.is_some())] {
-                if given {
-                    return Err(ConfigError::Invalid {
-                        file: self.file.into(),
-                        message: format!("line {}: {name}: the option {option} was specified for the extrinsic reward signal, but is invalid (it takes gamma, strength and network_settings)", self.line_of(option, key)),
-                    });
-                }
-            }
+        let refused: &[(&str, bool)] = match kind {
+            RewardSignalKind::Extrinsic => &[
+                ("learning_rate", raw.learning_rate.is_some()),
+                ("encoding_size", raw.encoding_size.is_some()),
+                ("demo_path", raw.demo_path.is_some()),
+                ("use_actions", raw.use_actions.is_some()),
+                ("use_vail", raw.use_vail.is_some()),
+            ],
+            RewardSignalKind::Curiosity | RewardSignalKind::Rnd => &[("demo_path", raw.demo_path.is_some()), ("use_actions", raw.use_actions.is_some()), ("use_vail", raw.use_vail.is_some())],
+            RewardSignalKind::Gail => &[],
+        };
+        if let Some((option, _)) = refused.iter().find(|(_, given)| *given) {
+            return Err(ConfigError::Invalid {
+                file: self.file.into(),
+                message: format!("line {}: {name}: the option {option} was specified for the {key} reward signal, but is invalid (it takes {})", self.line_of(option, key), kind.options()),
+            });
         }
+        let gail = match kind {
+            RewardSignalKind::Gail => Some(GailSettings {
+                demo_path: raw.demo_path.clone().ok_or_else(|| ConfigError::Invalid {
+                    file: self.file.into(),
+                    message: format!("line {}: {name}: the gail reward signal needs demo_path (a .demo file or a folder of them)", self.line_of(key, name)),
+                })?,
+                use_actions: raw.use_actions.unwrap_or(false),
+                use_vail: raw.use_vail.unwrap_or(false),
+            }),
+            _ => None,
+        };
         let mut network_settings = self.network(name, raw.network_settings.as_ref(), None)?;
         if let Some(size) = raw.encoding_size {
             log::warn!("{}: 'encoding_size' was deprecated for RewardSignals. Please use network_settings. ({name}, {key})", self.file);
@@ -169,6 +226,7 @@ impl Context<'_> {
             strength: raw.strength.unwrap_or(1.0),
             network_settings,
             learning_rate: raw.learning_rate.or(kind.default_learning_rate()),
+            gail,
         };
         if let Some(lr) = signal.learning_rate.filter(|lr| !(lr.is_finite() && *lr > 0.0)) {
             return Err(self.out_of_range(name, "learning_rate", lr, &format!("the {key} signal's learning rate must be a finite number above 0")));
@@ -217,6 +275,17 @@ mod tests {
         assert_eq!((s["rnd"].network_settings.hidden_units, s["rnd"].network_settings.num_layers, s["rnd"].network_settings.memory), (128, 3, None));
     }
 
+    /// GAIL's defaults: learning rate 3e-4, no actions, no VAIL, its own network settings.
+    #[test]
+    fn gail_takes_its_demonstrations_and_options() {
+        let s = signals("behaviors:\n  B:\n    reward_signals:\n      gail: {demo_path: Demos/x.demo, use_vail: true, strength: 0.01}\n");
+        let gail = &s["gail"];
+        assert_eq!((gail.kind, gail.strength, gail.learning_rate, gail.network_settings.hidden_units), (RewardSignalKind::Gail, 0.01, Some(3e-4), 128));
+        let settings = gail.gail.clone().unwrap();
+        assert_eq!((settings.demo_path.as_str(), settings.use_actions, settings.use_vail), ("Demos/x.demo", false, true));
+        assert!(!RewardSignalKind::Gail.ignores_done() && RewardSignalKind::Rnd.ignores_done());
+    }
+
     /// `default_settings`' signals and a behavior's are merged signal by signal, key by key.
     #[test]
     fn default_signals_are_merged_into_the_behaviors() {
@@ -230,9 +299,10 @@ mod tests {
     fn keys_a_signal_does_not_take_are_refused() {
         for (yaml, expected) in [
             ("extrinsic: {learning_rate: 0.1}", "learning_rate was specified for the extrinsic"),
+            ("curiosity: {demo_path: x.demo}", "demo_path was specified for the curiosity"),
+            ("gail: {strength: 0.1}", "gail reward signal needs demo_path"),
             ("curiosity: {bogus: 1}", "bogus"),
             ("rnd: {learning_rate: 0}", "learning rate must be a finite number above 0"),
-            ("gail: {demo_path: x.demo}", "not supported"),
             ("bogus: {}", "bogus"),
         ] {
             let e = RunOptions::from_yaml(&format!("behaviors:\n  B:\n    reward_signals:\n      {yaml}\n"), "t.yaml").unwrap_err().to_string();

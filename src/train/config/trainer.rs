@@ -2,6 +2,7 @@
 //! (or `default_settings`) resolved into [`TrainerSettings`], a behavior's own keys over the
 //! defaults, field by field.
 
+use super::behavioral_cloning::{BehavioralCloningSettings, RawBehavioralCloning};
 use super::context::Context;
 use super::hyperparameters::{Hyperparameters, RawHyperparameters};
 use super::network::{NetworkSettings, RawNetworkSettings};
@@ -14,7 +15,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Every `trainer_type` ML-Agents 0.28 knows.
-
 pub const KNOWN_TRAINER_TYPES: [&str; 3] = ["ppo", "sac", "poca"];
 
 /// The trainer types this crate trains.
@@ -35,7 +35,7 @@ pub(super) struct RawTrainerSettings {
     pub(super) summary_freq: Option<usize>,
     pub(super) threaded: Option<bool>,
     pub(super) self_play: Option<RawSelfPlay>,
-    pub(super) behavioral_cloning: Option<serde_norway::Value>,
+    pub(super) behavioral_cloning: Option<RawBehavioralCloning>,
 }
 
 /// Everything one behavior's trainer uses, every default filled in.
@@ -52,6 +52,9 @@ pub struct TrainerSettings {
     pub time_horizon: usize,
     pub summary_freq: usize,
     pub threaded: bool,
+    /// `behavioral_cloning`, when the behavior has the block.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub behavioral_cloning: Option<BehavioralCloningSettings>,
     /// `self_play`, when the behavior has the block.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub self_play: Option<SelfPlaySettings>,
@@ -104,6 +107,7 @@ impl Context<'_> {
             time_horizon: s.time_horizon.or(b.time_horizon).unwrap_or(64),
             summary_freq: s.summary_freq.or(b.summary_freq).unwrap_or(50_000),
             threaded: s.threaded.or(b.threaded).unwrap_or(false),
+            behavioral_cloning: None,
             self_play: None,
         };
         let invalid = |message: String| ConfigError::Invalid { file: self.file.into(), message: format!("{name}: {message}") };
@@ -123,7 +127,8 @@ impl Context<'_> {
             Some(raw) => Some(self.self_play(name, raw, settings.max_steps)?),
             None => None,
         };
-        let settings = TrainerSettings { self_play, ..settings };
+        let behavioral_cloning = self.behavioral_cloning(name, s.behavioral_cloning.as_ref(), b.behavioral_cloning.as_ref(), settings.hyperparameters.batch_size)?;
+        let settings = TrainerSettings { self_play, behavioral_cloning, ..settings };
         self.check_memory(name, &settings)?;
         Ok(settings)
     }
@@ -144,9 +149,6 @@ impl Context<'_> {
                 });
             }
             return Err(self.unsupported(&format!("trainer_type {trainer_type} of {name}"), "trainer_type", name, "only ppo and sac"));
-        }
-        if s.behavioral_cloning.is_some() || b.behavioral_cloning.is_some() {
-            return Err(self.unsupported(&format!("behavioral_cloning of {name}"), "behavioral_cloning", name, "PPO with the extrinsic reward only"));
         }
         Ok(trainer_type)
     }
@@ -181,7 +183,6 @@ mod tests {
     #[test]
     fn unsupported_features_name_the_key_and_line() {
         let cases = [
-            ("behaviors:\n  B:\n    reward_signals:\n      gail:\n        strength: 0.02\n", "gail", 4),
             ("behaviors:\n  B:\n    trainer_type: poca\n", "poca", 3),
         ];
         for (yaml, what, line) in cases {

@@ -28,9 +28,12 @@ impl Parameter {
     }
 }
 
-/// One Adam optimizer over every trainable variable of a var store.
+/// One Adam optimizer over trainable variables of a var store.
 pub struct Adam {
     state: AdamState,
+    /// Put before the variables' names in the moments' names (an optimizer of its own over
+    /// variables another one also steps, as behavioral cloning's over the actor).
+    moments_prefix: String,
     /// The trainable variables in name order.
     parameters: Vec<Parameter>,
     /// First and second moments of all variables, end to end.
@@ -39,8 +42,15 @@ pub struct Adam {
 }
 
 impl Adam {
+    /// An optimizer over every trainable variable of `vs`.
     pub fn new(vs: &nn::VarStore) -> Self {
-        let mut variables: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(_, t)| t.requires_grad()).collect();
+        Self::over(vs, "", |_| true)
+    }
+
+    /// An optimizer over the trainable variables of `vs` whose names `keep` takes, its moments
+    /// named `<moments_prefix>optimizer.m.<variable>`.
+    pub fn over(vs: &nn::VarStore, moments_prefix: &str, keep: impl Fn(&str) -> bool) -> Self {
+        let mut variables: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(name, t)| t.requires_grad() && keep(name)).collect();
         variables.sort_by(|a, b| a.0.cmp(&b.0));
         let mut offset = 0;
         let parameters: Vec<Parameter> = variables
@@ -52,7 +62,7 @@ impl Adam {
             })
             .collect();
         let zeros = || Tensor::zeros([offset], (tch::Kind::Float, vs.device()));
-        Self { state: AdamState { step: 0, beta1: 0.9, beta2: 0.999, epsilon: 1e-8 }, parameters, m: zeros(), v: zeros() }
+        Self { state: AdamState { step: 0, beta1: 0.9, beta2: 0.999, epsilon: 1e-8 }, moments_prefix: moments_prefix.into(), parameters, m: zeros(), v: zeros() }
     }
 
     /// Clears the gradients of every trainable variable.
@@ -106,8 +116,8 @@ impl Adam {
     pub fn moments(&self) -> Weights {
         let mut out = Weights::default();
         for p in &self.parameters {
-            out.0.insert(format!("{ADAM_M_PREFIX}{}", p.name), to_weight(&p.part_of(&self.m)));
-            out.0.insert(format!("{ADAM_V_PREFIX}{}", p.name), to_weight(&p.part_of(&self.v)));
+            out.0.insert(format!("{}{ADAM_M_PREFIX}{}", self.moments_prefix, p.name), to_weight(&p.part_of(&self.m)));
+            out.0.insert(format!("{}{ADAM_V_PREFIX}{}", self.moments_prefix, p.name), to_weight(&p.part_of(&self.v)));
         }
         out
     }
@@ -119,7 +129,7 @@ impl Adam {
         for p in &self.parameters {
             for (flat, prefix) in [(&self.m, ADAM_M_PREFIX), (&self.v, ADAM_V_PREFIX)] {
                 let mut target = p.part_of(flat);
-                match tensors.0.get(&format!("{prefix}{}", p.name)) {
+                match tensors.0.get(&format!("{}{prefix}{}", self.moments_prefix, p.name)) {
                     Some(w) if w.shape.iter().map(|d| *d as i64).collect::<Vec<_>>() == target.size() => {
                         tch::no_grad(|| target.copy_(&Tensor::from_slice(&w.data).reshape(target.size())));
                     }

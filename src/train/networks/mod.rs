@@ -423,6 +423,24 @@ impl Actor {
         SquashedSample { continuous, continuous_log_prob, branch_probabilities, branch_log_probabilities, memories }
     }
 
+    /// What behavioral cloning compares with a demonstration's actions (with gradient): the
+    /// continuous actions sampled (reparameterised) as the environment receives them (PPO:
+    /// clip(μ + σε, −3, 3) / 3; SAC: tanh(μ + σε)), and each branch's log-probabilities
+    /// log(p + 1e-7) over all its actions. A feed-forward actor only.
+    pub fn imitation_outputs(&self, observations: &[Tensor]) -> (Option<Tensor>, Vec<Tensor>) {
+        let h = self.body.forward(observations, None, None).0;
+        let continuous = self.gaussian.as_ref().map(|gaussian| {
+            let mu = gaussian.mu(&h);
+            let sample = &mu + gaussian.log_sigma(&h, &mu).exp() * mu.randn_like();
+            match gaussian {
+                Gaussian::FreeSigma { .. } => sample.clamp(-model::ACTION_CLIP as f64, model::ACTION_CLIP as f64) / model::ACTION_CLIP as f64,
+                Gaussian::Squashed { .. } => sample.tanh(),
+            }
+        });
+        let log_probabilities = self.masked_probabilities(&h, None).into_iter().map(|p| (p + 1e-7).log()).collect();
+        (continuous, log_probabilities)
+    }
+
     /// Each branch's probabilities `[n, k]`: softmax of logits·a − 1e8·(1 − a) (a = 1 allowed).
     fn masked_probabilities(&self, h: &Tensor, masks: Option<&Tensor>) -> Vec<Tensor> {
         let mut start = 0;

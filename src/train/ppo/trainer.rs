@@ -6,6 +6,8 @@
 use crate::checkpoint::AdamState;
 use crate::comm::side_channel::StatsAggregation;
 use crate::policy::{PolicyDescription, Weights};
+use crate::train::demonstrations::Demonstrations;
+use crate::train::bc::BehavioralCloning;
 use crate::train::algorithm::{trajectory_observations, update_normalizers, Algorithm, AlgorithmState, TrainerContext};
 use crate::train::config::{RewardSignalKind, TrainerSettings};
 use crate::train::error::TrainError;
@@ -40,6 +42,8 @@ struct Row {
     critic_memory: Vec<f32>,
     /// A real step (false: padding at the end of a trajectory's last sequence).
     valid: bool,
+    /// The episode ended with this step (GAIL reads it).
+    done: bool,
 }
 
 impl Row {
@@ -59,6 +63,7 @@ impl Row {
             memory: vec![0.0; memory],
             critic_memory: vec![0.0; memory],
             valid: false,
+            done: false,
         }
     }
 }
@@ -73,6 +78,8 @@ pub struct Ppo {
     adam: Adam,
     /// The reward signals, in the critic's value-head order.
     signals: RewardSignals,
+    /// Behavioral cloning, when the behavior has demonstrations.
+    cloning: Option<BehavioralCloning>,
     buffer: Vec<Row>,
     learning_rate: DecayedValue,
     beta: DecayedValue,
@@ -117,6 +124,8 @@ struct Minibatch {
     critic_memories: Option<Tensor>,
     /// 1 for real rows, 0 for padding (recurrent networks; None: every row is real).
     valid: Option<Tensor>,
+    /// `[rows]`, 1 where the episode ended with the row's step.
+    done: Tensor,
 }
 
 /// The mean of `t` over real rows (0.28's `masked_mean`: padding rows count for nothing, in
@@ -129,15 +138,20 @@ fn masked_mean(t: &Tensor, valid: Option<&Tensor>) -> Tensor {
 
 impl Ppo {
     /// PPO's networks for `description` (drawn from libtorch's generator, seeded by the
-    /// caller) and its minibatch order from `seed`.
-    pub fn new(description: &PolicyDescription, settings: &TrainerSettings, seed: u64) -> Self {
+    /// caller) and its minibatch order from `seed`; `demonstrations` for behavioral cloning and
+    /// GAIL, as `settings` name them.
+    pub fn new(description: &PolicyDescription, settings: &TrainerSettings, seed: u64, demonstrations: &Demonstrations) -> Self {
         let vs = nn::VarStore::new(Device::Cpu);
         let actor = Actor::new(&vs.root(), description);
-        let signals = RewardSignals::new(description, &settings.reward_signals);
+        let signals = RewardSignals::new(description, &settings.reward_signals, demonstrations.gail.as_deref());
         let critic = Critic::for_signals(&(vs.root() / "critic"), description, &signals.keys());
         let adam = Adam::new(&vs);
         let h = &settings.hyperparameters;
         let max = settings.max_steps;
+        let cloning = demonstrations.cloning.as_deref().zip(settings.behavioral_cloning.as_ref()).map(|(rows, bc)| {
+            let is_actor = |name: &str| !name.starts_with(crate::checkpoint::CRITIC_PREFIX);
+            BehavioralCloning::new(&vs, is_actor, rows, &description.observation_sizes(), bc, h.learning_rate, seed.wrapping_add(1))
+        });
         Self {
             learning_rate: DecayedValue::learning_rate(h.learning_rate_schedule, h.learning_rate, max),
             beta: DecayedValue::beta(h.beta_schedule, h.beta, max),
@@ -149,6 +163,7 @@ impl Ppo {
             critic,
             adam,
             signals,
+            cloning,
             buffer: vec![],
             rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
             sequence_length: settings.network_settings.memory.map_or(1, |m| m.sequence_length),
@@ -188,6 +203,7 @@ impl Ppo {
             memories: start_memories(|r| &r.memory),
             critic_memories: start_memories(|r| &r.critic_memory),
             valid: recurrent.then(|| Tensor::from_slice(&valid)),
+            done: Tensor::from_slice(&rows.iter().map(|r| if r.done { 1.0f32 } else { 0.0 }).collect::<Vec<f32>>()),
         }
     }
 
@@ -293,6 +309,7 @@ impl Algorithm for Ppo {
         let mut next_obs = next_obs.into_iter();
         let total = self.description.action_spec.mask_len();
         let m = self.description.memory_size;
+        let ended = t.terminal || t.interrupted;
         for ((k, s), returns) in t.steps.into_iter().enumerate().zip(returns) {
             let mask = if s.action_mask.len() == total { s.action_mask.iter().map(|m| if *m { 0.0 } else { 1.0 }).collect() } else { vec![1.0; total] };
             self.buffer.push(Row {
@@ -307,6 +324,7 @@ impl Algorithm for Ppo {
                 memory: s.decision.memory,
                 critic_memory: critic_memories.get(k * m..(k + 1) * m).map(<[f32]>::to_vec).unwrap_or_default(),
                 valid: true,
+                done: ended && k + 1 == n,
             });
         }
         // Sequences never straddle trajectories: the last one is padded at its end.
@@ -354,7 +372,7 @@ impl Algorithm for Ppo {
                 loss.backward();
                 self.adam.step(lr);
                 if self.signals.has_networks() {
-                    let signal_batch = SignalBatch { obs: &batch.obs, next_obs: &batch.next_obs, continuous: &batch.continuous, discrete: &batch.discrete, valid: batch.valid.as_ref() };
+                    let signal_batch = SignalBatch { obs: &batch.obs, next_obs: &batch.next_obs, continuous: &batch.continuous, discrete: &batch.discrete, valid: batch.valid.as_ref(), done: Some(&batch.done) };
                     self.signals.update(&signal_batch);
                 }
                 policy_losses.push(policy_value.abs() as f32);
@@ -363,6 +381,9 @@ impl Algorithm for Ppo {
         }
         self.buffer.clear();
         self.signals.report_update(context.stats);
+        if let Some(cloning) = &mut self.cloning {
+            context.stats.add("Losses/Pretraining Loss", cloning.update(&self.actor, context.step), StatsAggregation::Average);
+        }
         if let Some(name) = first_non_finite_variable(&self.vs) {
             return Err(context.diverge(&format!("the update left non-finite values in {name}"), lr));
         }
@@ -390,10 +411,16 @@ impl Algorithm for Ppo {
     fn state(&self) -> AlgorithmState {
         let mut tensors = variables(&self.vs);
         tensors.0.extend(self.adam.moments().0);
-        let record = self.signals.state().map(|(signal_tensors, record)| {
+        let mut record = serde_json::Map::new();
+        if let Some((signal_tensors, signals)) = self.signals.state() {
             tensors.0.extend(signal_tensors.0);
-            serde_json::json!({ "reward_signals": record })
-        });
+            record.insert("reward_signals".into(), signals);
+        }
+        if let Some((cloning_tensors, cloning)) = self.cloning.as_ref().map(BehavioralCloning::state) {
+            tensors.0.extend(cloning_tensors.0);
+            record.insert("behavioral_cloning".into(), cloning);
+        }
+        let record = (!record.is_empty()).then_some(serde_json::Value::Object(record));
         AlgorithmState { tensors, optimizer: self.adam.state().clone(), record }
     }
 
@@ -403,6 +430,9 @@ impl Algorithm for Ppo {
             self.adam.restore(optimizer, tensors);
         }
         skipped.extend(self.signals.restore(tensors, record.and_then(|r| r.get("reward_signals")), resume));
+        if let (Some(cloning), true) = (&mut self.cloning, resume) {
+            cloning.restore(tensors, record.and_then(|r| r.get("behavioral_cloning")));
+        }
         Ok(skipped)
     }
 }

@@ -6,7 +6,7 @@
 //!
 //! Variables are named as 0.28's `CuriosityNetwork` names them, under `reward_signals.curiosity.`.
 
-use super::{flatten_actions, signal_description, signal_root, RewardProvider, SignalBatch};
+use super::{flatten_actions, signal_description, signal_root, xavier_linear, RewardProvider, SignalBatch};
 use crate::policy::PolicyDescription;
 use crate::train::config::{RewardSignal, RewardSignalKind};
 use crate::train::networks::adam::Adam;
@@ -21,13 +21,6 @@ const FORWARD_SHARE: f64 = 0.2;
 const LOSS_MULTIPLIER: f64 = 10.0;
 /// Added to predicted probabilities before their logarithm.
 const EPSILON: f64 = 1e-10;
-
-/// A linear layer as 0.28's `linear_layer` draws it by default: Xavier-uniform, zero bias.
-fn xavier_linear(p: nn::Path, fan_in: i64, fan_out: i64) -> nn::Linear {
-    let bound = (6.0 / (fan_in + fan_out) as f64).sqrt();
-    let config = nn::LinearConfig { ws_init: nn::Init::Uniform { lo: -bound, up: bound }, bs_init: Some(nn::Init::Const(0.0)), bias: true };
-    nn::linear(p, fan_in, fan_out, config)
-}
 
 /// The curiosity signal's networks and optimizer.
 pub struct Curiosity {
@@ -70,11 +63,11 @@ impl Curiosity {
         let inverse_hidden = kaiming_linear(&root / "inverse_model_action_encoding" / 0 / "seq_layers" / 0, 2 * h, MODEL_WIDTH, 1.0);
         let c = d.action_spec.continuous_size as i64;
         let branches: Vec<i64> = d.action_spec.discrete_branches.iter().map(|b| *b as i64).collect();
-        let continuous_prediction = (c > 0).then(|| xavier_linear(&root / "continuous_action_prediction", MODEL_WIDTH, c));
-        let discrete_prediction = (!branches.is_empty()).then(|| xavier_linear(&root / "discrete_action_prediction", MODEL_WIDTH, branches.iter().sum()));
+        let continuous_prediction = (c > 0).then(|| xavier_linear(&root / "continuous_action_prediction", MODEL_WIDTH, c, 1.0));
+        let discrete_prediction = (!branches.is_empty()).then(|| xavier_linear(&root / "discrete_action_prediction", MODEL_WIDTH, branches.iter().sum(), 1.0));
         let actions = c + branches.iter().sum::<i64>();
         let forward_hidden = kaiming_linear(&root / "forward_model_next_state_prediction" / 0 / "seq_layers" / 0, h + actions, MODEL_WIDTH, 1.0);
-        let forward_output = xavier_linear(&root / "forward_model_next_state_prediction" / 1, MODEL_WIDTH, h);
+        let forward_output = xavier_linear(&root / "forward_model_next_state_prediction" / 1, MODEL_WIDTH, h, 1.0);
         let adam = Adam::new(&store);
         Self {
             store,
@@ -224,7 +217,7 @@ mod tests {
             tch::manual_seed(0);
             let mut curiosity = Curiosity::new(&description(spec.clone()), &signal());
             let (obs, next, continuous, discrete) = rows(&spec);
-            let batch = SignalBatch { obs: &obs, next_obs: &next, continuous: &continuous, discrete: &discrete, valid: None };
+            let batch = SignalBatch { obs: &obs, next_obs: &next, continuous: &continuous, discrete: &discrete, valid: None, done: None };
             assert_eq!(Vec::<f32>::try_from(curiosity.evaluate(&batch)).unwrap(), vec![0.0; 5]);
             curiosity.update(&batch);
             let first = Vec::<f32>::try_from(curiosity.evaluate(&batch)).unwrap()[0];
@@ -244,7 +237,7 @@ mod tests {
         let spec = ActionSpec::continuous(3);
         let mut curiosity = Curiosity::new(&description(spec.clone()), &signal());
         let (obs, next, continuous, discrete) = rows(&spec);
-        let batch = SignalBatch { obs: &obs, next_obs: &next, continuous: &continuous, discrete: &discrete, valid: None };
+        let batch = SignalBatch { obs: &obs, next_obs: &next, continuous: &continuous, discrete: &discrete, valid: None, done: None };
         for _ in 0..200 {
             curiosity.update(&batch);
         }
@@ -265,12 +258,12 @@ mod tests {
         crate::train::networks::load_variables(&twin.store, &crate::train::networks::variables(&curiosity.store));
         let (obs, next, continuous, discrete) = rows(&spec);
         let padding = Tensor::from_slice(&[1.0f32, 1.0, 1.0, 0.0, 0.0]);
-        let batch = SignalBatch { obs: &obs, next_obs: &next, continuous: &continuous, discrete: &discrete, valid: Some(&padding) };
+        let batch = SignalBatch { obs: &obs, next_obs: &next, continuous: &continuous, discrete: &discrete, valid: Some(&padding), done: None };
         let stats = curiosity.update(&batch);
         assert!(Vec::<f32>::try_from(curiosity.evaluate(&batch)).unwrap().iter().all(|r| *r <= 1e-6));
         let real: Vec<Tensor> = obs.iter().map(|o| o.narrow(0, 0, 3)).collect();
         let real_next: Vec<Tensor> = next.iter().map(|o| o.narrow(0, 0, 3)).collect();
-        let only_real = SignalBatch { obs: &real, next_obs: &real_next, continuous: &continuous.narrow(0, 0, 3), discrete: &discrete.narrow(0, 0, 3), valid: None };
+        let only_real = SignalBatch { obs: &real, next_obs: &real_next, continuous: &continuous.narrow(0, 0, 3), discrete: &discrete.narrow(0, 0, 3), valid: None, done: None };
         let fresh = twin.update(&only_real);
         for ((tag, a), (_, b)) in stats.iter().zip(&fresh) {
             assert!((a - b).abs() < 1e-5, "{tag}: {a} vs {b}");

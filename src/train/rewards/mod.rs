@@ -1,5 +1,6 @@
-//! Reward signals (reward-signals.md §2): the extrinsic one (the environment's rewards) and the
-//! intrinsic ones, [`curiosity`] and [`rnd`], each a network of its own with its own Adam. A
+//! Reward signals (reward-signals.md §2): the extrinsic one (the environment's rewards), the
+//! intrinsic ones, [`curiosity`] and [`rnd`], and imitation, [`gail`], each a network of its own
+//! with its own Adam. A
 //! trainer asks [`RewardSignals`] for each signal's strength-scaled rewards of a trajectory
 //! (computed once, at ingest, with the networks as they are), gives it each minibatch of its
 //! update to train the signals' networks on, and keeps one value head per signal.
@@ -11,9 +12,11 @@
 //! resumed run goes on exactly.
 
 pub mod curiosity;
+pub mod gail;
 pub mod rnd;
 
 use crate::checkpoint::AdamState;
+use crate::demo::DemoRow;
 use crate::comm::side_channel::StatsAggregation;
 use crate::policy::{PolicyDescription, Weights};
 use crate::train::config::{RewardSignal, RewardSignalKind};
@@ -39,6 +42,9 @@ pub struct SignalBatch<'a> {
     pub discrete: &'a Tensor,
     /// 1 for real rows, 0 for padding (None: every row is real).
     pub valid: Option<&'a Tensor>,
+    /// `[n]`: 1 where the episode ended with the row's step (GAIL's `use_actions` input; None:
+    /// not known, read as 0).
+    pub done: Option<&'a Tensor>,
 }
 
 impl SignalBatch<'_> {
@@ -86,6 +92,13 @@ fn signal_root(store: &nn::VarStore, kind: RewardSignalKind) -> nn::Path<'_> {
     store.root() / REWARD_SIGNALS_PREFIX / kind.key()
 }
 
+/// A linear layer as 0.28's `linear_layer` draws it: Xavier-uniform scaled by `gain`, zero bias.
+fn xavier_linear(p: nn::Path, fan_in: i64, fan_out: i64, gain: f64) -> nn::Linear {
+    let bound = gain * (6.0 / (fan_in + fan_out) as f64).sqrt();
+    let config = nn::LinearConfig { ws_init: nn::Init::Uniform { lo: -bound, up: bound }, bs_init: Some(nn::Init::Const(0.0)), bias: true };
+    nn::linear(p, fan_in, fan_out, config)
+}
+
 /// Actions as one float row each (0.28's `ActionFlattener`): the continuous values, then each
 /// branch's choice one-hot `[n, c + Σ branches]`.
 pub fn flatten_actions(continuous: &Tensor, discrete: &Tensor, branches: &[i64]) -> Tensor {
@@ -121,15 +134,15 @@ pub struct SignalRewards {
     /// `[n]`.
     pub rewards: Tensor,
     pub gamma: f64,
-    /// Whether the signal bootstraps past a real episode end (curiosity and RND: 0.28's
-    /// `ignore_done`).
+    /// Whether the signal bootstraps past a real episode end (curiosity and RND, not GAIL:
+    /// 0.28's `ignore_done`).
     pub ignore_done: bool,
 }
 
 impl RewardSignals {
     /// The signals of `settings` for a behavior of `description` (their networks drawn from
-    /// libtorch's generator).
-    pub fn new(description: &PolicyDescription, settings: &BTreeMap<String, RewardSignal>) -> Self {
+    /// libtorch's generator); `demonstrations` are GAIL's.
+    pub fn new(description: &PolicyDescription, settings: &BTreeMap<String, RewardSignal>, demonstrations: Option<&[DemoRow]>) -> Self {
         let signals = settings
             .values()
             .map(|signal| {
@@ -137,6 +150,7 @@ impl RewardSignals {
                     RewardSignalKind::Extrinsic => None,
                     RewardSignalKind::Curiosity => Some(Box::new(curiosity::Curiosity::new(description, signal))),
                     RewardSignalKind::Rnd => Some(Box::new(rnd::Rnd::new(description, signal))),
+                    RewardSignalKind::Gail => Some(Box::new(gail::Gail::new(description, signal, demonstrations.unwrap_or_default()))),
                 };
                 Signal { kind: signal.kind, gamma: signal.gamma, strength: signal.strength, provider }
             })
@@ -171,7 +185,7 @@ impl RewardSignals {
                     (Some(_), None) => environment_rewards.zeros_like(),
                     (None, _) => environment_rewards.shallow_clone(),
                 };
-                SignalRewards { kind: signal.kind, rewards: raw * signal.strength, gamma: signal.gamma, ignore_done: signal.provider.is_some() }
+                SignalRewards { kind: signal.kind, rewards: raw * signal.strength, gamma: signal.gamma, ignore_done: signal.kind.ignores_done() }
             })
             .collect()
     }
@@ -192,7 +206,12 @@ impl RewardSignals {
             let continuous: Vec<f32> = t.steps.iter().flat_map(|s| s.decision.continuous.iter().copied()).collect();
             let discrete: Vec<i64> = t.steps.iter().flat_map(|s| s.decision.discrete.iter().map(|d| *d as i64)).collect();
             let (continuous, discrete) = (Tensor::from_slice(&continuous).reshape([n, -1]), Tensor::from_slice(&discrete).reshape([n, -1]));
-            let batch = SignalBatch { obs: &steps, next_obs: &next, continuous: &continuous, discrete: &discrete, valid: None };
+            let mut done = vec![0.0f32; n as usize];
+            if let (Some(last), true) = (done.last_mut(), t.terminal || t.interrupted) {
+                *last = 1.0;
+            }
+            let done = Tensor::from_slice(&done);
+            let batch = SignalBatch { obs: &steps, next_obs: &next, continuous: &continuous, discrete: &discrete, valid: None, done: Some(&done) };
             self.evaluate(Some(&batch), &environment_rewards)
         } else {
             self.evaluate(None, &environment_rewards)

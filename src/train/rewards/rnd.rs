@@ -105,7 +105,7 @@ mod tests {
         let mut rnd = Rnd::new(&description, &signal);
         let obs = vec![Tensor::randn([5, 10], (Kind::Float, Device::Cpu)), Tensor::randn([5, 3], (Kind::Float, Device::Cpu))];
         let (continuous, discrete) = (Tensor::zeros([5, 0], (Kind::Float, Device::Cpu)), Tensor::zeros([5, 1], (Kind::Int64, Device::Cpu)));
-        let batch = SignalBatch { obs: &obs, next_obs: &obs, continuous: &continuous, discrete: &discrete, valid: None };
+        let batch = SignalBatch { obs: &obs, next_obs: &obs, continuous: &continuous, discrete: &discrete, valid: None, done: None };
         let target_before = crate::train::networks::variables(&rnd.target_store);
         let first = Vec::<f32>::try_from(rnd.evaluate(&batch)).unwrap()[0];
         for _ in 0..100 {

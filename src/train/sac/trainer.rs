@@ -14,6 +14,8 @@ use super::replay::{ReplayBuffer, RowShape, Transition};
 use crate::checkpoint::AdamState;
 use crate::comm::side_channel::StatsAggregation;
 use crate::policy::{PolicyDescription, Weights};
+use crate::train::demonstrations::Demonstrations;
+use crate::train::bc::BehavioralCloning;
 use crate::train::algorithm::{trajectory_observations, update_normalizers, Algorithm, AlgorithmState, TrainerContext};
 use crate::train::config::{SacHyperparameters, TrainerSettings};
 use crate::train::error::TrainError;
@@ -112,6 +114,8 @@ pub struct Sac {
     signals: RewardSignals,
     /// When the signals' networks update (`reward_signal_steps_per_update`).
     signal_cadence: UpdateCadence,
+    /// Behavioral cloning, when the behavior has demonstrations.
+    cloning: Option<BehavioralCloning>,
     learning_rate: DecayedValue,
     /// Minibatch draws.
     rng: rand_chacha::ChaCha8Rng,
@@ -129,14 +133,14 @@ pub struct Sac {
 impl Sac {
     /// SAC's networks for `description`, drawn from libtorch's generator (seeded by the
     /// caller) in 0.28's order: actor, V, Q1, Q2, target (then a copy of V).
-    pub fn new(behavior: &str, description: &PolicyDescription, settings: &TrainerSettings, seed: u64) -> Result<Self, TrainError> {
+    pub fn new(behavior: &str, description: &PolicyDescription, settings: &TrainerSettings, seed: u64, demonstrations: &Demonstrations) -> Result<Self, TrainError> {
         let sac = settings.hyperparameters.sac.clone().ok_or_else(|| TrainError::Mismatch(format!("{behavior}: trainer_type sac without SAC hyperparameters")))?;
         let actor_vs = nn::VarStore::new(Device::Cpu);
         let actor = Actor::new(&actor_vs.root(), description);
         let spec = &description.action_spec;
         let (c, branches) = (spec.continuous_size, spec.discrete_branches.len());
         let q_outputs = spec.mask_len().max(1);
-        let signals = RewardSignals::new(description, &settings.reward_signals);
+        let signals = RewardSignals::new(description, &settings.reward_signals, demonstrations.gail.as_deref());
         let streams = signals.keys();
         let values_vs = nn::VarStore::new(Device::Cpu);
         let value = Critic::for_signals(&(values_vs.root() / VALUE_NETWORK), description, &streams);
@@ -153,6 +157,11 @@ impl Sac {
         let (continuous_target, discrete_targets) = target_entropies(c, &spec.discrete_branches);
         let h = &settings.hyperparameters;
         let sequence_length = settings.network_settings.memory.map_or(1, |m| m.sequence_length);
+        let cloning = demonstrations
+            .cloning
+            .as_deref()
+            .zip(settings.behavioral_cloning.as_ref())
+            .map(|(rows, bc)| BehavioralCloning::new(&actor_vs, |_| true, rows, &description.observation_sizes(), bc, h.learning_rate, seed.wrapping_add(1)));
         Ok(Self {
             policy_adam: Adam::new(&actor_vs),
             value_adam: Adam::new(&values_vs),
@@ -164,6 +173,7 @@ impl Sac {
             cadence: UpdateCadence::new(sac.steps_per_update, sac.buffer_init_steps),
             signals,
             signal_cadence: UpdateCadence::new(sac.reward_signal_steps_per_update, sac.buffer_init_steps),
+            cloning,
             learning_rate: DecayedValue::learning_rate(h.learning_rate_schedule, h.learning_rate, settings.max_steps),
             rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
             settings: settings.clone(),
@@ -234,7 +244,7 @@ impl Sac {
         };
         // Every signal's rewards of the sampled rows, with the signals' networks as they are now
         // (0.28 re-evaluates them on every minibatch).
-        let signal_batch = SignalBatch { obs: &batch.obs, next_obs: &batch.next_obs, continuous: &batch.continuous, discrete: &batch.discrete, valid: batch.valid.as_ref() };
+        let signal_batch = SignalBatch { obs: &batch.obs, next_obs: &batch.next_obs, continuous: &batch.continuous, discrete: &batch.discrete, valid: batch.valid.as_ref(), done: Some(&batch.done) };
         let stream_targets: Vec<StreamTargets> =
             self.signals.evaluate(Some(&signal_batch), &batch.rewards).into_iter().map(|r| StreamTargets { rewards: r.rewards, gamma: r.gamma, ignore_done: r.ignore_done }).collect();
         let targets = BatchTargets { streams: &stream_targets, done: &batch.done, discrete: &batch.discrete, valid: batch.valid.as_ref() };
@@ -276,7 +286,7 @@ impl Sac {
         for _ in 0..due {
             for index in 0..self.signals.network_count() {
                 let batch = self.buffer.sample(self.settings.hyperparameters.batch_size, &mut self.rng);
-                let signal_batch = SignalBatch { obs: &batch.obs, next_obs: &batch.next_obs, continuous: &batch.continuous, discrete: &batch.discrete, valid: batch.valid.as_ref() };
+                let signal_batch = SignalBatch { obs: &batch.obs, next_obs: &batch.next_obs, continuous: &batch.continuous, discrete: &batch.discrete, valid: batch.valid.as_ref(), done: Some(&batch.done) };
                 self.signals.update_network(index, &signal_batch);
             }
         }
@@ -412,6 +422,10 @@ impl Algorithm for Sac {
         if due == 0 {
             return Ok(signal_updates > 0);
         }
+        // Once per round of gradient steps (0.28 runs a whole cloning pass after every step).
+        if let Some(cloning) = &mut self.cloning {
+            context.stats.add("Losses/Pretraining Loss", cloning.update(&self.actor, context.step), StatsAggregation::Average);
+        }
         if let Some(name) = self.first_non_finite_variable() {
             return Err(context.diverge(&format!("the update left non-finite values in {name}"), lr));
         }
@@ -454,6 +468,10 @@ impl Algorithm for Sac {
             record["reward_signals"] = signals;
             record["signal_cadence"] = serde_json::json!(self.signal_cadence);
         }
+        if let Some((cloning_tensors, cloning)) = self.cloning.as_ref().map(BehavioralCloning::state) {
+            tensors.0.extend(cloning_tensors.0);
+            record["behavioral_cloning"] = cloning;
+        }
         AlgorithmState { tensors, optimizer: self.policy_adam.state().clone(), record: Some(record) }
     }
 
@@ -474,6 +492,9 @@ impl Algorithm for Sac {
         skipped.extend(self.signals.restore(tensors, record.and_then(|r| r.get("reward_signals")), resume));
         if !resume {
             return Ok(skipped);
+        }
+        if let Some(cloning) = &mut self.cloning {
+            cloning.restore(tensors, record.and_then(|r| r.get("behavioral_cloning")));
         }
         if let Some(saved) = record.and_then(|r| serde_json::from_value::<UpdateCadence>(r.get("signal_cadence")?.clone()).ok()) {
             self.signal_cadence.update_steps = saved.update_steps;

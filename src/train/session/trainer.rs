@@ -141,6 +141,7 @@ impl BehaviorTrainer {
     pub fn new(behavior: &str, spec: &BehaviorSpec, settings: TrainerSettings, seed: u64, tensorboard: Option<&std::path::Path>) -> Result<Self, TrainError> {
         check_observations(behavior, spec, &settings)?;
         check_memory(behavior, spec, &settings)?;
+        let demonstrations = crate::train::demonstrations::Demonstrations::load(behavior, &settings, spec)?;
         tch::manual_seed(seed as i64);
         let description = PolicyDescription {
             format_version: POLICY_FORMAT_VERSION,
@@ -154,8 +155,8 @@ impl BehaviorTrainer {
             continuous_head: if settings.trainer_type == "sac" { ContinuousHead::Squashed } else { ContinuousHead::Clipped },
         };
         let algorithm: Box<dyn Algorithm> = match settings.trainer_type.as_str() {
-            "ppo" => Box::new(Ppo::new(&description, &settings, seed)),
-            "sac" => Box::new(Sac::new(behavior, &description, &settings, seed)?),
+            "ppo" => Box::new(Ppo::new(&description, &settings, seed, &demonstrations)),
+            "sac" => Box::new(Sac::new(behavior, &description, &settings, seed, &demonstrations)?),
             other => return Err(TrainError::Unsupported(format!("behavior {behavior}: trainer_type {other} is not trained yet"))),
         };
         let overlap = if settings.threaded { Some(Overlap::new(behavior, &description)?) } else { None };

@@ -1,0 +1,239 @@
+//! Imitation (the `train` feature; reward-signals.md §5, §6, §10.1): 0.28's `test_gail` cases,
+//! PPO and SAC with the GAIL signal alone and behavioral cloning on the test-suite scene, 500
+//! steps, last five returns above 0.9; GAIL without cloning against no reward at all; and the
+//! scale of cloned continuous actions: a PPO policy cloned from demonstrations
+//! of actions ±1 acts ±1, where 0.28's cloning (raw Gaussian samples against environment
+//! actions) acts a third of that (§6.3, §11 #2).
+//!
+//! The demonstrations are recorded here, live: the scene's optimal action (towards the goal
+//! shown) played through the real protocol into a `.demo` file by our recorder.
+#![cfg(feature = "train")]
+
+mod common;
+
+use common::{event_file, scalars, start, temp_dir};
+use mlagents::checkpoint::{self, ROLLOUT_PREFIX};
+use mlagents::demo::recorder::DemoRecorder;
+use mlagents::env::ActionTuple;
+use mlagents::run::{LoadOptions, NamedTensors, OnnxPolicy, TensorData};
+use mlagents::train::config::RunOptions;
+use mlagents::train::session::{learn, LearnOptions};
+use std::path::{Path, PathBuf};
+
+const BEHAVIOR: &str = "1D?team=0";
+
+/// Plays `scene` with its optimal action (±1 towards the goal its observation shows) until
+/// `episodes` episodes are recorded, and writes them to `dir/expert.demo`.
+fn record_expert(scene: &str, episodes: usize, dir: &Path) -> PathBuf {
+    let mut env = start(scene);
+    env.reset().unwrap();
+    let spec = env.behavior_specs()[BEHAVIOR].clone();
+    let mut recorder = DemoRecorder::new(&spec);
+    while recorder.episodes() < episodes {
+        let (decisions, terminals) = env.get_steps(BEHAVIOR).unwrap();
+        recorder.add_terminals(&terminals);
+        let goals: Vec<f32> = (0..decisions.agent_id.len()).map(|i| decisions.obs[0].agent(i)[0]).collect();
+        let actions = ActionTuple {
+            continuous: goals.iter().flat_map(|g| vec![g.signum(); spec.action_spec.continuous_size]).collect(),
+            discrete: goals.iter().flat_map(|g| vec![i32::from(*g > 0.0); spec.action_spec.discrete_branches.len()]).collect(),
+        };
+        recorder.add_decisions(&decisions, &actions);
+        env.set_actions(BEHAVIOR, actions).unwrap();
+        env.step().unwrap();
+    }
+    let _ = env.close();
+    let path = dir.join("expert.demo");
+    recorder.write(&path, "expert", BEHAVIOR, Some(episodes)).unwrap();
+    path
+}
+
+/// 0.28's PPO dummy configuration (lr 5e-3 constant, batch 16, buffer 64, 1 layer of 32) or
+/// SAC's (lr 5e-3, batch 8, buffer_init_steps 100, τ 0.01, init_entcoef 0.01, 1 layer of 16),
+/// with `reward_signals` and `extra` (more behavior keys) as YAML.
+fn dummy_config(trainer: &str, reward_signals: &str, extra: &str, max_steps: u64, seed: i64) -> RunOptions {
+    let (hyperparameters, width) = match trainer {
+        "ppo" => ("{batch_size: 16, buffer_size: 64, learning_rate: 5.0e-3, learning_rate_schedule: constant, beta_schedule: linear, epsilon_schedule: linear, beta: 5.0e-3, epsilon: 0.2, lambd: 0.95, num_epoch: 3}", 32),
+        _ => ("{batch_size: 8, buffer_init_steps: 100, buffer_size: 5000, learning_rate: 5.0e-3, learning_rate_schedule: constant, tau: 0.01, init_entcoef: 0.01}", 16),
+    };
+    let yaml = format!(
+        "behaviors:\n  1D:\n    trainer_type: {trainer}\n    hyperparameters: {hyperparameters}\n    network_settings: {{hidden_units: {width}, num_layers: 1}}\n    \
+         reward_signals: {reward_signals}\n{extra}    max_steps: {max_steps}\n    time_horizon: 64\n    summary_freq: 500\nenv_settings: {{base_port: 0, seed: {seed}}}\n"
+    );
+    RunOptions::from_yaml(&yaml, "imitation.yaml").unwrap()
+}
+
+fn last5(returns: &[f32]) -> f32 {
+    let tail = &returns[returns.len().saturating_sub(5)..];
+    tail.iter().sum::<f32>() / tail.len().max(1) as f32
+}
+
+/// Trains `scene` with up to three seeds of `config(seed)`; two must end above 0.9.
+fn two_of_three_solve(name: &str, scene: &str, config: impl Fn(i64) -> RunOptions) {
+    let options = LearnOptions::in_memory(&format!("sim:{scene}"));
+    let mut scores = vec![];
+    for seed in [1337, 1338, 1339] {
+        let results = learn(&config(seed), &options).unwrap();
+        scores.push(last5(&results["1D"].episode_returns));
+        let passed = scores.iter().filter(|s| **s > 0.9).count();
+        if passed == 2 || scores.len() - passed == 2 {
+            break;
+        }
+    }
+    eprintln!("{name} on {scene}: last-5 mean returns per seed {scores:?}");
+    assert!(scores.iter().filter(|s| **s > 0.9).count() >= 2, "{name} on {scene}: fewer than 2 of 3 seeds reached 0.9: {scores:?}");
+}
+
+/// test_gail: GAIL alone (no extrinsic reward) with behavioral cloning over 1000 steps, 500 steps.
+fn gail_with_cloning(trainer: &str, scene: &str) {
+    let dir = temp_dir(&format!("gail-{trainer}-{scene}"));
+    let demo = record_expert(scene, 20, &dir);
+    let demo = demo.display();
+    two_of_three_solve(&format!("{trainer} GAIL + BC"), scene, |seed| {
+        dummy_config(trainer, &format!("{{gail: {{gamma: 0.99, strength: 1.0, demo_path: {demo}}}}}"), &format!("    behavioral_cloning: {{demo_path: {demo}, steps: 1000, strength: 1.0}}\n"), 500, seed)
+    });
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn ppo_gail_discrete() {
+    gail_with_cloning("ppo", "Simple1DDiscrete");
+}
+
+#[test]
+fn ppo_gail_continuous() {
+    gail_with_cloning("ppo", "Simple1DContinuous");
+}
+
+#[test]
+fn sac_gail_discrete() {
+    gail_with_cloning("sac", "Simple1DDiscrete");
+}
+
+#[test]
+fn sac_gail_continuous() {
+    gail_with_cloning("sac", "Simple1DContinuous");
+}
+
+/// The share of episodes in the second half of a PPO run on Simple1DDiscrete that reached the
+/// goal shown (a positive return), with `signals`.
+fn goal_rate(signals: &str, seed: i64) -> f32 {
+    let results = learn(&dummy_config("ppo", signals, "", 3000, seed), &LearnOptions::in_memory("sim:Simple1DDiscrete")).unwrap();
+    let returns = &results["1D"].episode_returns;
+    let tail = &returns[returns.len() / 2..];
+    tail.iter().filter(|r| **r > 0.0).count() as f32 / tail.len().max(1) as f32
+}
+
+/// GAIL's reward alone (with actions; γ 0.9 against its survivor bias, §5.6), no cloning and
+/// no reward from the scene: PPO walks to the goal shown in most episodes of the second half
+/// of 3000 steps on every seed, where chance is one in two (a policy given no reward drifts to
+/// either side: printed beside it, not asserted). 0.28 has no such test: its GAIL tests all
+/// clone too.
+#[test]
+fn gail_alone_teaches_the_demonstrated_behavior() {
+    let dir = temp_dir("gail-alone");
+    let demo = record_expert("Simple1DDiscrete", 20, &dir);
+    let gail = format!("{{gail: {{gamma: 0.9, use_actions: true, demo_path: {}}}}}", demo.display());
+    let seeds = [1337, 1338, 1339];
+    let with_gail: Vec<f32> = seeds.iter().map(|seed| goal_rate(&gail, *seed)).collect();
+    let without: Vec<f32> = seeds.iter().map(|seed| goal_rate("{extrinsic: {strength: 0.0}}", *seed)).collect();
+    eprintln!("goal reached in the second half: GAIL alone {with_gail:?}, no reward {without:?}");
+    assert!(with_gail.iter().all(|rate| *rate > 0.55), "GAIL {with_gail:?}, none {without:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The deterministic action of the exported policy `onnx` where the goal is at `goal`.
+fn deterministic_action(onnx: &Path, goal: f32) -> f32 {
+    let policy = OnnxPolicy::from_bytes(&std::fs::read(onnx).unwrap(), "cloned", LoadOptions::default()).unwrap();
+    let mut inputs = NamedTensors::new();
+    inputs.insert("obs_0".into(), TensorData { shape: vec![1, 1], data: vec![goal] });
+    policy.run(&inputs).unwrap()["deterministic_continuous_actions"].data[0]
+}
+
+/// Behavioral cloning of actions ±1 with the scene's rewards switched off (strength 0): the
+/// cloned PPO policy acts close to ±1 (0.28's would settle near ±1/3).
+#[test]
+fn cloned_continuous_actions_keep_the_demonstrations_scale() {
+    let dir = temp_dir("bc-scale");
+    let demo = record_expert("Simple1DContinuous", 20, &dir);
+    let run_dir = dir.join("run");
+    let options = LearnOptions { run_dir: Some(run_dir.clone()), ..LearnOptions::in_memory("sim:Simple1DContinuous") };
+    let config = dummy_config("ppo", "{extrinsic: {strength: 0.0}}", &format!("    behavioral_cloning: {{demo_path: {}, strength: 1.0}}\n", demo.display()), 1000, 1);
+    let results = learn(&config, &options).unwrap();
+    let onnx = results["1D"].onnx.clone().expect("an exported policy");
+    let (towards_plus, towards_minus) = (deterministic_action(&onnx, 1.0), deterministic_action(&onnx, -1.0));
+    eprintln!("cloned policy: deterministic action {towards_plus:.3} at goal +1, {towards_minus:.3} at goal -1 (demonstrated: ±1)");
+    assert!(towards_plus > 0.75 && towards_minus < -0.75, "{towards_plus}, {towards_minus}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A demonstration recorded for another spec is refused before training, naming the file.
+#[test]
+fn demonstrations_of_another_spec_are_refused() {
+    let dir = temp_dir("gail-mismatch");
+    let demo = record_expert("Simple1DDiscrete", 2, &dir);
+    let config = dummy_config("ppo", &format!("{{gail: {{demo_path: {}}}}}", demo.display()), "", 100, 1);
+    let e = learn(&config, &LearnOptions::in_memory("sim:Simple1DContinuous")).unwrap_err().to_string();
+    assert!(e.contains("expert.demo") && e.contains("gail"), "{e}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+
+/// GAIL (with VAIL) and cloning are checkpointed: the discriminator (β included), both
+/// optimizers' moments and step counts and the cloning rate; a resume with nothing left to
+/// train writes the checkpoint it resumed from, a resume that trains counts on from the saved
+/// steps; 0.28's tags are written.
+#[test]
+fn imitation_is_checkpointed_and_resumed_exactly() {
+    let dir = temp_dir("imitation-resume");
+    let demo = record_expert("Simple1DDiscrete", 20, &dir);
+    let demo = demo.display();
+    let run_with = |max_steps: u64, resume: bool| {
+        let config = dummy_config(
+            "ppo",
+            &format!("{{extrinsic: {{strength: 1.0}}, gail: {{strength: 0.1, use_actions: true, use_vail: true, demo_path: {demo}}}}}"),
+            &format!("    behavioral_cloning: {{demo_path: {demo}, steps: 2000}}\n    checkpoint_interval: 500\n"),
+            max_steps,
+            3,
+        );
+        learn(&config, &LearnOptions { run_dir: Some(dir.join("run")), resume, ..LearnOptions::in_memory("sim:Simple1DDiscrete") }).unwrap()
+    };
+    run_with(1000, false);
+    let behavior_dir = dir.join("run/1D");
+    let saved = checkpoint::latest(&behavior_dir, "1D").unwrap();
+    for name in [
+        "critic.value_heads.value_heads.gail.weight",
+        "reward_signals.gail.encoder._body_endoder.seq_layers.0.weight",
+        "reward_signals.gail._z_mu_layer.weight",
+        "reward_signals.gail._z_sigma",
+        "reward_signals.gail._beta",
+        "reward_signals.gail._estimator.0.weight",
+        "optimizer.m.reward_signals.gail._estimator.0.weight",
+    ] {
+        assert!(saved.tensors.0.contains_key(name), "{name} missing: {:?}", saved.tensors.0.keys().collect::<Vec<_>>());
+    }
+    assert!(saved.tensors.0.keys().any(|k| k.starts_with("behavioral_cloning.optimizer.m.")), "no cloning moments");
+    assert!(!saved.tensors.0.keys().any(|k| k.starts_with("behavioral_cloning.optimizer.m.critic")), "cloning trains the actor only");
+    let state = saved.description.trainer_state.clone().unwrap();
+    let steps = |state: &serde_json::Value| (state["reward_signals"]["gail"]["adam"]["step"].as_u64().unwrap(), state["behavioral_cloning"]["adam"]["step"].as_u64().unwrap());
+    assert!(steps(&state).0 > 0 && steps(&state).1 > 0, "{state}");
+    let events = event_file(&behavior_dir);
+    for tag in ["Policy/Gail Reward", "Policy/Gail Value Estimate", "Losses/GAIL Loss", "Policy/GAIL Policy Estimate", "Policy/GAIL Expert Estimate", "Policy/GAIL Grad Mag Loss", "Policy/GAIL Beta", "Losses/GAIL KL Loss", "Losses/Pretraining Loss"] {
+        assert!(!scalars(&events, tag).is_empty(), "no {tag} in the event file");
+    }
+
+    run_with(1, true);
+    let restored = checkpoint::at_step(&behavior_dir, "1D", saved.description.step).unwrap();
+    let without_rollouts = |c: &checkpoint::Checkpoint| {
+        let mut t = c.tensors.0.clone();
+        t.retain(|name, _| !name.starts_with(ROLLOUT_PREFIX));
+        t
+    };
+    assert!(without_rollouts(&restored) == without_rollouts(&saved), "resumed networks or moments differ from the checkpoint");
+    assert_eq!(restored.description.trainer_state, saved.description.trainer_state);
+
+    run_with(saved.description.step + 500, true);
+    let last = checkpoint::latest(&behavior_dir, "1D").unwrap();
+    let last_state = last.description.trainer_state.clone().unwrap();
+    assert!(steps(&last_state).0 > steps(&state).0 && steps(&last_state).1 > steps(&state).1, "{state} then {last_state}");
+    let _ = std::fs::remove_dir_all(dir);
+}
