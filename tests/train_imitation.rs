@@ -12,7 +12,7 @@
 mod common;
 
 use common::{event_file, scalars, start, temp_dir};
-use mlagents::checkpoint::{self, ROLLOUT_PREFIX};
+use mlagents::checkpoint;
 use mlagents::demo::recorder::DemoRecorder;
 use mlagents::env::ActionTuple;
 use mlagents::run::{LoadOptions, NamedTensors, OnnxPolicy, TensorData};
@@ -223,12 +223,7 @@ fn imitation_is_checkpointed_and_resumed_exactly() {
 
     run_with(1, true);
     let restored = checkpoint::at_step(&behavior_dir, "1D", saved.description.step).unwrap();
-    let without_rollouts = |c: &checkpoint::Checkpoint| {
-        let mut t = c.tensors.0.clone();
-        t.retain(|name, _| !name.starts_with(ROLLOUT_PREFIX));
-        t
-    };
-    assert!(without_rollouts(&restored) == without_rollouts(&saved), "resumed networks or moments differ from the checkpoint");
+    assert!(common::tensors_without_rollouts(&restored) == common::tensors_without_rollouts(&saved), "resumed networks or moments differ from the checkpoint");
     assert_eq!(restored.description.trainer_state, saved.description.trainer_state);
 
     run_with(saved.description.step + 500, true);

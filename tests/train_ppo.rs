@@ -250,7 +250,7 @@ fn threaded_resume_after_a_kill_during_an_update_continues_from_the_checkpoint()
 }
 
 fn resume_after_a_kill(threaded: bool, epochs: &str) {
-    use mlagents::checkpoint::{self, ROLLOUT_PREFIX};
+    use mlagents::checkpoint;
     let dir = temp_dir(if threaded { "resume-threaded" } else { "resume" });
     let config = dir.join("config.yaml");
     let yaml = |max_steps: u64| {
@@ -285,13 +285,8 @@ fn resume_after_a_kill(threaded: bool, epochs: &str) {
     assert!(log.contains(&format!("Resuming training of 1D from step {step}")), "{log}");
     let restored = checkpoint::at_step(&behavior_dir, "1D", step).unwrap();
     assert_eq!(restored.description.optimizer, saved.description.optimizer);
-    let state = |c: &checkpoint::Checkpoint| {
-        let mut t = c.tensors.0.clone();
-        t.retain(|name, _| !name.starts_with(ROLLOUT_PREFIX));
-        t
-    };
-    assert!(state(&saved).keys().any(|k| k.starts_with("optimizer.m.")) && state(&saved).keys().any(|k| k.starts_with("critic.")));
-    assert!(state(&restored) == state(&saved), "resumed state differs from the checkpoint");
+    assert!(common::tensors_without_rollouts(&saved).keys().any(|k| k.starts_with("optimizer.m.")) && common::tensors_without_rollouts(&saved).keys().any(|k| k.starts_with("critic.")));
+    assert!(common::tensors_without_rollouts(&restored) == common::tensors_without_rollouts(&saved), "resumed state differs from the checkpoint");
 
     // Resume for real: training continues past the saved step (summaries and checkpoints
     // are labelled after it), and Adam keeps counting.

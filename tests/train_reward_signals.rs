@@ -9,7 +9,7 @@
 mod common;
 
 use common::{event_file, play_file, scalars, temp_dir};
-use mlagents::checkpoint::{self, ROLLOUT_PREFIX};
+use mlagents::checkpoint;
 use mlagents::train::config::RunOptions;
 use mlagents::train::session::{learn, LearnOptions};
 
@@ -146,12 +146,7 @@ fn signals_are_checkpointed_and_resumed_exactly(trainer: &str) {
     // Nothing left to train: the final checkpoint is the restored state.
     run_with(1, true);
     let restored = checkpoint::at_step(&behavior_dir, "Corridor", saved.description.step).unwrap();
-    let without_rollouts = |c: &checkpoint::Checkpoint| {
-        let mut t = c.tensors.0.clone();
-        t.retain(|name, _| !name.starts_with(ROLLOUT_PREFIX));
-        t
-    };
-    assert!(without_rollouts(&restored) == without_rollouts(&saved), "{trainer}: resumed networks or moments differ from the checkpoint");
+    assert!(common::tensors_without_rollouts(&restored) == common::tensors_without_rollouts(&saved), "{trainer}: resumed networks or moments differ from the checkpoint");
     assert_eq!(restored.description.trainer_state, saved.description.trainer_state);
 
     // Training on: the signals' optimizers count on from the saved steps.

@@ -13,6 +13,7 @@
 use crate::checkpoint::AdamState;
 use crate::train::config::Schedule;
 use crate::demo::DemoRow;
+use crate::train::demonstrations::DemoTensors;
 use crate::train::config::BehavioralCloningSettings;
 use crate::train::networks::adam::Adam;
 use crate::train::networks::Actor;
@@ -29,11 +30,7 @@ const LEARNING_RATE_FLOOR: f64 = 1e-10;
 /// Behavioral cloning of one behavior's actor.
 pub struct BehavioralCloning {
     settings: BehavioralCloningSettings,
-    /// The demonstrations: each observation `[N, size]`, continuous actions `[N, c]`, choices `[N, b]`.
-    observations: Vec<Tensor>,
-    continuous: Tensor,
-    discrete: Tensor,
-    rows: usize,
+    demonstrations: DemoTensors,
     adam: Adam,
     learning_rate: DecayedValue,
     /// The rate of the next update (0.28 applies a new rate from the update after).
@@ -45,22 +42,11 @@ impl BehavioralCloning {
     /// Cloning of the actor whose variables are those of `store` that `is_actor` takes, on
     /// `rows` of observations of `observation_sizes` floats.
     pub fn new(store: &nn::VarStore, is_actor: impl Fn(&str) -> bool, rows: &[DemoRow], observation_sizes: &[usize], settings: &BehavioralCloningSettings, trainer_learning_rate: f64, seed: u64) -> Self {
-        let n = rows.len() as i64;
-        let observations = observation_sizes
-            .iter()
-            .enumerate()
-            .map(|(i, size)| Tensor::from_slice(&rows.iter().flat_map(|r| r.observations[i].iter().copied()).collect::<Vec<f32>>()).reshape([n, *size as i64]))
-            .collect();
-        let continuous = Tensor::from_slice(&rows.iter().flat_map(|r| r.continuous.iter().copied()).collect::<Vec<f32>>()).reshape([n, -1]);
-        let discrete = Tensor::from_slice(&rows.iter().flat_map(|r| r.discrete.iter().map(|d| *d as i64)).collect::<Vec<i64>>()).reshape([n, -1]);
         let initial = trainer_learning_rate * settings.strength;
         let schedule = if settings.steps > 0 { Schedule::Linear } else { Schedule::Constant };
         Self {
             settings: settings.clone(),
-            observations,
-            continuous,
-            discrete,
-            rows: rows.len(),
+            demonstrations: DemoTensors::new(rows, observation_sizes),
             adam: Adam::over(store, BC_PREFIX, is_actor),
             learning_rate: DecayedValue { schedule, initial, min: LEARNING_RATE_FLOOR, max_steps: settings.steps },
             current_learning_rate: initial,
@@ -70,14 +56,14 @@ impl BehavioralCloning {
 
     /// The cloning loss of the demonstration rows `index`.
     fn loss(&self, actor: &Actor, index: &Tensor) -> Tensor {
-        let observations: Vec<Tensor> = self.observations.iter().map(|o| o.index_select(0, index)).collect();
+        let observations: Vec<Tensor> = self.demonstrations.observations.iter().map(|o| o.index_select(0, index)).collect();
         let (continuous, log_probabilities) = actor.imitation_outputs(&observations);
         let mut loss = Tensor::zeros([], (Kind::Float, tch::Device::Cpu));
         if let Some(continuous) = continuous {
-            loss += (continuous - self.continuous.index_select(0, index)).pow_tensor_scalar(2).mean(Kind::Float);
+            loss += (continuous - self.demonstrations.continuous.index_select(0, index)).pow_tensor_scalar(2).mean(Kind::Float);
         }
         if !log_probabilities.is_empty() {
-            let choices = self.discrete.index_select(0, index);
+            let choices = self.demonstrations.discrete.index_select(0, index);
             let per_branch: Vec<Tensor> = log_probabilities
                 .iter()
                 .enumerate()
@@ -96,12 +82,12 @@ impl BehavioralCloning {
         if self.current_learning_rate <= LEARNING_RATE_FLOOR {
             return 0.0;
         }
-        let batch = self.settings.batch_size.min(self.rows).max(1);
-        let possible = self.rows / batch;
+        let batch = self.settings.batch_size.min(self.demonstrations.rows).max(1);
+        let possible = self.demonstrations.rows / batch;
         let limit = (self.settings.samples_per_update as usize) / batch;
         let batches = if limit == 0 { possible } else { possible.min(limit) };
         let mut losses = vec![];
-        let mut order: Vec<i64> = (0..self.rows as i64).collect();
+        let mut order: Vec<i64> = (0..self.demonstrations.rows as i64).collect();
         for _ in 0..self.settings.num_epoch {
             order.shuffle(&mut self.rng);
             for chunk in order.chunks_exact(batch).take(batches) {

@@ -51,3 +51,35 @@ fn rows(behavior: &str, part: &str, demo_path: &str, spec: &BehaviorSpec) -> Res
     }
     Ok(rows)
 }
+
+/// Demonstration rows as tensors, for the networks that train on them.
+#[cfg(feature = "train")]
+pub struct DemoTensors {
+    /// Each observation `[N, size]`.
+    pub observations: Vec<tch::Tensor>,
+    /// The continuous actions as the environment received them `[N, c]`.
+    pub continuous: tch::Tensor,
+    /// The branches' choices `[N, branches]` (int64).
+    pub discrete: tch::Tensor,
+    /// `[N]`, 1 where the episode ended with the row's step.
+    pub done: tch::Tensor,
+    pub rows: usize,
+}
+
+#[cfg(feature = "train")]
+impl DemoTensors {
+    /// `rows`, their observations of `observation_sizes` floats each.
+    pub fn new(rows: &[DemoRow], observation_sizes: &[usize]) -> Self {
+        use tch::Tensor;
+        let n = rows.len() as i64;
+        let width = |of: fn(&DemoRow) -> usize| rows.first().map_or(0, of) as i64;
+        let floats = |values: Vec<f32>, width: i64| Tensor::from_slice(&values).reshape([n, width]);
+        Self {
+            observations: observation_sizes.iter().enumerate().map(|(i, size)| floats(rows.iter().flat_map(|r| r.observations[i].iter().copied()).collect(), *size as i64)).collect(),
+            continuous: floats(rows.iter().flat_map(|r| r.continuous.iter().copied()).collect(), width(|r| r.continuous.len())),
+            discrete: Tensor::from_slice(&rows.iter().flat_map(|r| r.discrete.iter().map(|d| i64::from(*d))).collect::<Vec<i64>>()).reshape([n, width(|r| r.discrete.len())]),
+            done: Tensor::from_slice(&rows.iter().map(|r| if r.done { 1.0f32 } else { 0.0 }).collect::<Vec<f32>>()),
+            rows: rows.len(),
+        }
+    }
+}

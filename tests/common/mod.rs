@@ -136,3 +136,11 @@ pub fn event_file(dir: &std::path::Path) -> Vec<u8> {
         .expect("event file");
     std::fs::read(path).unwrap()
 }
+
+/// A checkpoint's tensors without its parity record (`rollout.*`, which an export rewrites):
+/// what a resume must restore exactly.
+pub fn tensors_without_rollouts(c: &mlagents::checkpoint::Checkpoint) -> std::collections::BTreeMap<String, mlagents::policy::WeightTensor> {
+    let mut tensors = c.tensors.0.clone();
+    tensors.retain(|name, _| !name.starts_with(mlagents::checkpoint::ROLLOUT_PREFIX));
+    tensors
+}

@@ -20,6 +20,7 @@
 
 use super::{flatten_actions, signal_description, signal_root, xavier_linear, RewardProvider, SignalBatch};
 use crate::demo::DemoRow;
+use crate::train::demonstrations::DemoTensors;
 use crate::policy::{ContinuousHead, PolicyDescription};
 use crate::train::config::{RewardSignal, RewardSignalKind};
 use crate::train::networks::adam::Adam;
@@ -169,19 +170,9 @@ impl Gail {
 
 impl Expert {
     fn new(rows: &[DemoRow], observation_sizes: &[usize], branches: Option<&[i64]>) -> Self {
-        let n = rows.len() as i64;
-        let obs = observation_sizes
-            .iter()
-            .enumerate()
-            .map(|(i, size)| Tensor::from_slice(&rows.iter().flat_map(|r| r.observations[i].iter().copied()).collect::<Vec<f32>>()).reshape([n, *size as i64]))
-            .collect();
-        let actions = branches.map(|branches| {
-            let continuous = Tensor::from_slice(&rows.iter().flat_map(|r| r.continuous.iter().copied()).collect::<Vec<f32>>()).reshape([n, -1]);
-            let discrete = Tensor::from_slice(&rows.iter().flat_map(|r| r.discrete.iter().map(|d| *d as i64)).collect::<Vec<i64>>()).reshape([n, -1]);
-            let done = Tensor::from_slice(&rows.iter().map(|r| if r.done { 1.0f32 } else { 0.0 }).collect::<Vec<f32>>()).reshape([n, 1]);
-            Tensor::cat(&[flatten_actions(&continuous, &discrete, branches), done], 1)
-        });
-        Self { obs, actions, rows: n }
+        let demonstrations = DemoTensors::new(rows, observation_sizes);
+        let actions = branches.map(|branches| Tensor::cat(&[flatten_actions(&demonstrations.continuous, &demonstrations.discrete, branches), demonstrations.done.unsqueeze(1)], 1));
+        Self { obs: demonstrations.observations, actions, rows: demonstrations.rows as i64 }
     }
 }
 
