@@ -102,7 +102,8 @@ phase_train() {
   # One test at a time: libtorch has one random generator per process, so tests training side
   # by side draw from each other's streams and their seeds stop deciding their results (a
   # seed that passes alone could fail beside another test). One at a time, every run of a
-  # test trains exactly as the last one did (about 10 minutes here, against 7 side by side).
+  # test trains as the last one did, `threaded` runs aside (about 10 minutes here, against 7
+  # side by side).
   cargo test --features train --lib --test train_ppo --test train_golden --test train_bad_input --test train_curriculum --test train_self_play --test train_recurrent --test train_sac --test train_reward_signals --test train_imitation --no-fail-fast --quiet -- --test-threads 1 2>&1 | grep -v '^\[INFO\]'
   step "trainer peer: the real mlagents-learn 0.28 (added to the torch venv) beside ours on the Corridor curriculum"
   bash "$(shared_file tools/peer-setup.sh)" "$torch_venv" >/dev/null
