@@ -45,10 +45,7 @@ impl InputPlan {
     /// provide.
     pub fn plan(interface: &ModelInterface, spec: &BehaviorSpec) -> Result<Self, String> {
         let visual_indices: Vec<usize> = spec.observation_specs.iter().enumerate().filter(|(_, o)| o.shape.len() == 3).map(|(i, _)| i).collect();
-        let channels_first_for = |index: usize, dims: &[i64]| -> bool {
-            let s = &spec.observation_specs[index].shape;
-            s.len() == 3 && dims.len() == 3 && dims[0] == s[2] as i64 && (dims[1], dims[2]) == (s[0] as i64, s[1] as i64) && s[2] != s[0]
-        };
+        let channels_first_for = |index: usize, dims: &[i64], obs_input: bool| reads_channels_first(&spec.observation_specs[index].shape, dims, obs_input);
         let mut sources: Vec<(String, Source)> = interface
             .memories
             .iter()
@@ -62,12 +59,12 @@ impl InputPlan {
                     if i >= spec.observation_specs.len() {
                         return Err(format!("the model reads {name}, the behavior has {} observations", spec.observation_specs.len()));
                     }
-                    Source::Sensor { index: i, channels_first: channels_first_for(i, dims) }
+                    Source::Sensor { index: i, channels_first: channels_first_for(i, dims, true) }
                 }
                 Some(ModelInput::VectorObservation) => Source::VectorConcat,
                 Some(ModelInput::VisualObservation(k)) => {
                     let index = *visual_indices.get(k).ok_or_else(|| format!("the model reads {name}, the behavior has {} visual observations", visual_indices.len()))?;
-                    Source::Visual { nth: k, channels_first: channels_first_for(index, dims) }
+                    Source::Visual { nth: k, channels_first: channels_first_for(index, dims, false) }
                 }
                 Some(ModelInput::ActionMasks) => Source::Masks,
                 Some(ModelInput::PreviousAction) => Source::PreviousAction,
@@ -141,6 +138,18 @@ impl InputPlan {
     }
 }
 
+/// Whether a model input of `dims` (batch left out) reads the `[H, W, C]` observation `shape`
+/// as `[C, H, W]`. Where both layouts fit (H = W = C), an `obs_i` input (`obs_input`) reads CHW,
+/// as every ML-Agents ONNX exporter writes images, and a `visual_observation_k` input reads
+/// HWC, as Barracuda's `.nn` does.
+fn reads_channels_first(shape: &[usize], dims: &[i64], obs_input: bool) -> bool {
+    let &[h, w, c] = shape else { return false };
+    let [h, w, c] = [h, w, c].map(|d| d as i64);
+    let channels_first = dims == [c, h, w];
+    let channels_last = dims == [h, w, c];
+    channels_first && (!channels_last || obs_input)
+}
+
 /// Observation `index` of every agent, as it arrives (`[n, ...shape]`) or transposed from
 /// HWC to CHW.
 fn sensor(steps: &DecisionSteps, shape: Vec<usize>, index: usize, channels_first: bool) -> TensorData {
@@ -172,4 +181,22 @@ fn standard_normal(rng: &mut ChaCha8Rng) -> f32 {
     let u1: f32 = rng.random::<f32>().max(f32::MIN_POSITIVE);
     let u2: f32 = rng.random();
     (-2.0 * u1.ln()).sqrt() * (2.0 * std::f32::consts::PI * u2).cos()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reads_channels_first;
+
+    #[test]
+    fn images_are_transposed_when_the_model_reads_channels_first() {
+        assert!(reads_channels_first(&[84, 64, 3], &[3, 84, 64], true));
+        assert!(!reads_channels_first(&[84, 64, 3], &[84, 64, 3], true));
+        assert!(!reads_channels_first(&[4], &[4], true));
+        // Channels equal to the height only: the layouts differ, the dims tell which.
+        assert!(reads_channels_first(&[36, 20, 36], &[36, 36, 20], false));
+        assert!(!reads_channels_first(&[36, 20, 36], &[36, 20, 36], true));
+        // A cube: ONNX obs_i inputs are NCHW, .nn visual inputs NHWC.
+        assert!(reads_channels_first(&[8, 8, 8], &[8, 8, 8], true));
+        assert!(!reads_channels_first(&[8, 8, 8], &[8, 8, 8], false));
+    }
 }
