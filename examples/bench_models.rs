@@ -29,6 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             num_layers,
             normalize,
             memory_size,
+            vis_encode_type: mlagents::policy::EncoderType::Simple,
             continuous_head: mlagents::policy::ContinuousHead::default(),
         };
         let weights = Weights::random(&description, k as u64);

@@ -1,30 +1,38 @@
 //! Writes ONNX exports of small random-weight policies (continuous with normalisation,
-//! multi-branch discrete, hybrid, and recurrent ones) into a folder, for the peer checks against onnx.checker and
+//! multi-branch discrete, hybrid, recurrent ones, and one per visual encoder) into a folder, for the peer checks against onnx.checker and
 //! onnxruntime (tests/peer/peer_export.py). `cargo run --example export_random -- DIR`
 
 use mlagents::onnx::export::to_onnx_bytes;
-use mlagents::policy::{PolicyDescription, Weights, POLICY_FORMAT_VERSION};
+use mlagents::policy::{EncoderType, PolicyDescription, Weights, POLICY_FORMAT_VERSION};
 use mlagents::spec::ActionSpec;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::path::PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "exports".into()));
     std::fs::create_dir_all(&dir)?;
+    let vector = |sizes: &[usize]| sizes.iter().map(|s| vec![*s]).collect::<Vec<_>>();
+    let simple = EncoderType::Simple;
     let cases = [
-        ("continuous", ActionSpec::continuous(2), vec![8], true, 0),
-        ("discrete", ActionSpec::discrete(&[3, 2]), vec![5, 3], false, 0),
-        ("hybrid", ActionSpec::hybrid(2, &[3]), vec![6], true, 0),
-        ("recurrent_discrete", ActionSpec::discrete(&[3, 2]), vec![5, 3], false, 16),
-        ("recurrent_continuous", ActionSpec::continuous(2), vec![8], true, 8),
+        ("continuous", ActionSpec::continuous(2), vector(&[8]), true, 0, simple),
+        ("discrete", ActionSpec::discrete(&[3, 2]), vector(&[5, 3]), false, 0, simple),
+        ("hybrid", ActionSpec::hybrid(2, &[3]), vector(&[6]), true, 0, simple),
+        ("recurrent_discrete", ActionSpec::discrete(&[3, 2]), vector(&[5, 3]), false, 16, simple),
+        ("recurrent_continuous", ActionSpec::continuous(2), vector(&[8]), true, 8, simple),
+        ("visual_simple", ActionSpec::continuous(2), vec![vec![24, 20, 3], vec![4]], true, 0, simple),
+        ("visual_nature_cnn", ActionSpec::discrete(&[3]), vec![vec![36, 40, 2]], false, 0, EncoderType::NatureCnn),
+        ("visual_resnet", ActionSpec::hybrid(1, &[2]), vec![vec![4], vec![17, 15, 3]], true, 0, EncoderType::Resnet),
+        ("visual_match3", ActionSpec::discrete(&[4, 2]), vec![vec![9, 8, 6]], false, 0, EncoderType::Match3),
+        ("visual_fully_connected", ActionSpec::continuous(1), vec![vec![5, 5, 5]], false, 0, EncoderType::FullyConnected),
     ];
-    for (k, (name, actions, observations, normalize, memory_size)) in cases.into_iter().enumerate() {
+    for (k, (name, actions, observation_shapes, normalize, memory_size, vis_encode_type)) in cases.into_iter().enumerate() {
         let description = PolicyDescription {
             format_version: POLICY_FORMAT_VERSION,
-            observation_shapes: observations.into_iter().map(|s| vec![s]).collect(),
+            observation_shapes,
             action_spec: actions,
             hidden_units: 16,
             num_layers: 2,
             normalize,
             memory_size,
+            vis_encode_type,
             continuous_head: mlagents::policy::ContinuousHead::default(),
         };
         let weights = Weights::random(&description, k as u64);

@@ -1,17 +1,22 @@
-//! Visual policies (ML-Agents' `simple` encoder) in both export formats: random weights,
+//! Visual policies (each of ML-Agents' encoders) in both export formats: random weights,
 //! random images and vectors, outputs of the plain-Rust reference forward pass recorded as a
 //! parity record, then our runner feeds the `.onnx` (NCHW `obs_i`) and the `.nn` (NHWC
 //! `visual_observation_k`, sliced `vector_observation`) as Unity would and must reproduce them.
 
 use mlagents::barracuda::{self, export::to_nn};
+use mlagents::compat::{check_file, resolve_targets, Severity};
 use mlagents::onnx::export::to_onnx_bytes;
 use mlagents::policy::parity::{ParityRecord, PARITY_FORMAT_VERSION};
-use mlagents::policy::{reference_forward, PolicyDescription, Weights, POLICY_FORMAT_VERSION};
+use mlagents::policy::{reference_forward, EncoderType, PolicyDescription, Weights, POLICY_FORMAT_VERSION};
 use mlagents::run::check_parity;
 use mlagents::spec::ActionSpec;
 use rand::{Rng, SeedableRng};
 
 fn check(name: &str, observation_shapes: Vec<Vec<usize>>, action_spec: ActionSpec, seed: u64) {
+    check_encoder(name, EncoderType::Simple, observation_shapes, action_spec, seed);
+}
+
+fn check_encoder(name: &str, vis_encode_type: EncoderType, observation_shapes: Vec<Vec<usize>>, action_spec: ActionSpec, seed: u64) {
     let d = PolicyDescription {
         format_version: POLICY_FORMAT_VERSION,
         observation_shapes,
@@ -20,6 +25,7 @@ fn check(name: &str, observation_shapes: Vec<Vec<usize>>, action_spec: ActionSpe
         num_layers: 1,
         normalize: true,
         memory_size: 0,
+        vis_encode_type,
         continuous_head: mlagents::policy::ContinuousHead::default(),
     };
     let weights = Weights::random(&d, seed);
@@ -65,6 +71,16 @@ fn check(name: &str, observation_shapes: Vec<Vec<usize>>, action_spec: ActionSpe
         models.push(nn);
     }
     for model in models {
+        // Unity's importers take every layer of every encoder: what fails a target is the
+        // format (.nn on Sentis, F2), the interface (model API 3 on ML-Agents 1.x, M rules) or the
+        // deterministic discrete output's ArgMax on Barracuda before 1.2 (P1), never the encoder.
+        let compat = check_file(&model, &resolve_targets(&["all".to_string()]).unwrap()).unwrap();
+        for target in &compat.targets {
+            for finding in target.findings.iter().filter(|f| f.severity == Severity::Error) {
+                let expected = finding.id == "F2" || finding.id.starts_with('M') || (finding.id == "P1" && finding.message.contains("operator ArgMax"));
+                assert!(expected, "{}: {} {}", model.display(), finding.id, finding.message);
+            }
+        }
         let report = check_parity(&model, &record, 1e-5).unwrap();
         assert!(report.passed, "{}: {report:?}", model.display());
     }
@@ -84,4 +100,23 @@ fn image_between_vectors_continuous() {
 #[test]
 fn two_images_and_a_vector_hybrid() {
     check("two-images-hybrid", vec![vec![20, 20, 3], vec![5], vec![24, 30, 2]], ActionSpec::hybrid(1, &[2, 3]), 3);
+}
+
+/// Every other encoder (nature_cnn, resnet with its padded convolutions, pools and residual
+/// blocks, match3, fully_connected) through both formats: an image before a vector, and a
+/// cube image (height = width = channels, where only the model's layout convention tells
+/// how to feed it) after one.
+#[test]
+fn every_encoder_type() {
+    let cases = [
+        (EncoderType::NatureCnn, vec![36, 40, 3], 36),
+        (EncoderType::Resnet, vec![17, 15, 2], 15),
+        (EncoderType::Match3, vec![6, 5, 4], 6),
+        (EncoderType::FullyConnected, vec![3, 4, 2], 4),
+    ];
+    for (k, (encoder, image, cube)) in cases.into_iter().enumerate() {
+        let name = format!("encoder-{encoder}");
+        check_encoder(&name, encoder, vec![image, vec![3]], ActionSpec::discrete(&[3, 2]), 10 + k as u64);
+        check_encoder(&format!("{name}-cube"), encoder, vec![vec![2], vec![cube; 3]], ActionSpec::continuous(2), 20 + k as u64);
+    }
 }

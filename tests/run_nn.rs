@@ -297,11 +297,11 @@ fn memories_carry_state_between_runs() {
 #[test]
 fn unsupported_layers_are_named() {
     let mut b = one_input(2);
-    b.layer("pool", LayerType::MaxPool2D, &[X], &[]);
+    b.layer("upsample", LayerType::Upsample2D, &[X], &[]);
     let model = NnModel {
         version: 16,
         inputs: b.inputs,
-        outputs: vec!["pool".into()],
+        outputs: vec!["upsample".into()],
         memories: vec![],
         layers: b.layers,
         weight_type: WeightType::Float32,
@@ -310,7 +310,7 @@ fn unsupported_layers_are_named() {
         trailer: None,
     };
     let e = NnPolicy::from_model(model, "m.nn", LoadOptions::default()).err().unwrap().to_string();
-    assert!(e.contains("pool") && e.contains("MaxPool2D") && e.contains("not supported"), "{e}");
+    assert!(e.contains("upsample") && e.contains("Upsample2D") && e.contains("not supported"), "{e}");
 }
 
 /// Mutated real files that still parse must lower and run or fail with an error: never panic.

@@ -108,6 +108,44 @@ fn visual_continuous() {
     trains("SimpleVisualContinuous", 3000, 16, 64, 3e-4);
 }
 
+/// test_visual_advanced_ppo: nature_cnn, resnet and match3 (and fully_connected, which 0.28
+/// does not test), one image, no vector, step 0.5, lr 3e-4, the SAC dummy network (1 layer of
+/// 16 units), 900 steps, threshold 0.5; 36x36x3 images, 5x5x5 for match3.
+#[test]
+fn visual_advanced_encoders() {
+    use mlagents::policy::EncoderType;
+    let options = |scene: &str| LearnOptions::in_memory(&format!("sim:{scene}"));
+    for (encoder, scene) in [
+        (EncoderType::NatureCnn, "SimpleVisualAdvanced"),
+        (EncoderType::Resnet, "SimpleVisualAdvanced"),
+        (EncoderType::Match3, "SimpleVisualBoard"),
+        (EncoderType::FullyConnected, "SimpleVisualAdvanced"),
+    ] {
+        let mut scores = vec![];
+        for seed in [1337, 1338, 1339] {
+            let mut run = dummy_config("1D", 900, 16, 64, 3e-4, seed);
+            let settings = run.behaviors.get_mut("1D").unwrap();
+            settings.network_settings.vis_encode_type = encoder;
+            settings.network_settings.hidden_units = 16;
+            let results = learn(&run, &options(scene)).unwrap_or_else(|e| panic!("{encoder}: {e}"));
+            assert!(results["1D"].steps >= 900);
+            scores.push(last5(&results["1D"].episode_returns));
+        }
+        eprintln!("{encoder} on {scene}: last-5 mean returns per seed {scores:?}");
+        let passed = scores.iter().filter(|s| **s > 0.5).count();
+        assert!(passed >= 2, "{encoder}: {passed} of 3 seeds reached 0.5 in 900 steps: {scores:?}");
+    }
+}
+
+/// An image below the encoder's minimum is refused before training, with 0.28's message.
+#[test]
+fn images_below_the_encoders_minimum_are_refused() {
+    let mut run = dummy_config("1D", 100, 16, 64, 3e-4, 1337);
+    run.behaviors.get_mut("1D").unwrap().network_settings.vis_encode_type = mlagents::policy::EncoderType::NatureCnn;
+    let error = learn(&run, &LearnOptions::in_memory("sim:SimpleVisualDiscrete")).unwrap_err().to_string();
+    assert!(error.contains("Visual observation resolution (20x20) is too small for the provided EncoderType (nature_cnn). The min dimension is 36"), "{error}");
+}
+
 /// ML-Agents' shipped configurations train on their stand-in scenes as they are (only the
 /// step budget cut): Basic, 3DBall, 3DBallHard, and GridWorld with its camera (the simple
 /// visual encoder on 64x84 images).

@@ -9,7 +9,8 @@ use crate::spec::model::{self, ModelInput};
 use super::model::{Activation, Input, Layer, LayerType, Memory, NnModel, WeightType};
 use super::writer::TensorBlob;
 use super::FORMAT_VERSION;
-use crate::policy::{names, ContinuousHead, PolicyDescription, PolicyError, SimpleVisualEncoder, WeightTensor, Weights, LOG_SIGMA_BOUNDS, NORMALIZATION_CLIP};
+use crate::policy::visual::{Step, LEAKY_SLOPE};
+use crate::policy::{names, ContinuousHead, PolicyDescription, PolicyError, VisualEncoder, WeightTensor, Weights, LOG_SIGMA_BOUNDS, NORMALIZATION_CLIP};
 
 struct NnBuilder {
     blob: TensorBlob,
@@ -71,56 +72,101 @@ impl NnBuilder {
     }
 }
 
-/// The simple visual encoder on an NHWC input (`visual_observation_k`): Conv2D layers with
-/// Barracuda's `[KH, KW, Cin, Cout]` kernels, Flatten (H, W, C order), then the dense layer
-/// with its input rows reordered from torch's (C, H, W) flatten order.
-fn visual_encoder(b: &mut NnBuilder, input: &str, encoder: &SimpleVisualEncoder, weights: &Weights, obs: usize) -> Result<String, PolicyError> {
-    let mut x = input.to_string();
-    for (k, ((cout, kernel, stride), cin)) in SimpleVisualEncoder::CONVS.iter().zip(encoder.conv_inputs()).enumerate() {
-        let name = format!("visual_encoder_{obs}/conv_{k}");
-        let w = weights.get(&names::conv_weight(obs, k))?;
-        let mut hwio = vec![0.0; w.data.len()];
-        for o in 0..*cout {
-            for c in 0..cin {
-                for dy in 0..*kernel {
-                    for dx in 0..*kernel {
-                        hwio[((dy * kernel + dx) * cin + c) * cout + o] = w.data[((o * cin + c) * kernel + dy) * kernel + dx];
+/// A visual encoder on an NHWC input (`visual_observation_k`): Conv2D layers with
+/// Barracuda's `[KH, KW, Cin, Cout]` kernels and `[left, top, right, bottom]` pads, MaxPool2D,
+/// Add for the residual blocks, activations as Activation layers, Flatten (H, W, C order),
+/// then the dense layer with its input rows reordered from torch's (C, H, W) flatten order.
+fn visual_encoder(b: &mut NnBuilder, input: &str, encoder: &VisualEncoder, hidden: usize, weights: &Weights, obs: usize) -> Result<String, PolicyError> {
+    let mut names = EncoderLayerNames { base: format!("visual_encoder_{obs}"), convs: 0, pools: 0, residuals: 0 };
+    encoder_steps(b, input.to_string(), &encoder.steps(hidden), weights, &names::visual_encoder(obs), &mut names)
+}
+
+/// Layer names of one encoder (`visual_encoder_{obs}/conv_{k}`, `…/pool_{k}`, `…/residual_{k}`,
+/// `…/flatten`, `…/dense`; an activation is named after the layer it reads).
+struct EncoderLayerNames {
+    base: String,
+    convs: usize,
+    pools: usize,
+    residuals: usize,
+}
+
+fn encoder_steps(b: &mut NnBuilder, x: String, steps: &[Step], weights: &Weights, module: &str, names: &mut EncoderLayerNames) -> Result<String, PolicyError> {
+    let mut x = x;
+    // The (C, H, W) of the last Flatten: the dense layer's rows are reordered from it.
+    let mut flattened = None;
+    for step in steps {
+        x = match step {
+            Step::Conv { module: conv, input: cin, output: cout, kernel, stride, padding } => {
+                let name = format!("{}/conv_{}", names.base, names.convs);
+                names.convs += 1;
+                let (cin, cout, kernel) = (*cin, *cout, *kernel);
+                let w = weights.get(&format!("{module}.{conv}.weight"))?;
+                let mut hwio = vec![0.0; w.data.len()];
+                for o in 0..cout {
+                    for c in 0..cin {
+                        for dy in 0..kernel {
+                            for dx in 0..kernel {
+                                hwio[((dy * kernel + dx) * cin + c) * cout + o] = w.data[((o * cin + c) * kernel + dy) * kernel + dx];
+                            }
+                        }
                     }
                 }
+                let kernel_tensor = b.tensor(&format!("{name}/kernel"), &[kernel as i32, kernel as i32, cin as i32, cout as i32], &hwio)?;
+                let bias = b.tensor(&format!("{name}/bias"), &[1, 1, 1, cout as i32], &weights.get(&format!("{module}.{conv}.bias"))?.data)?;
+                let mut layer = Layer::new(&name, LayerType::Conv2D, &[&x]);
+                layer.tensors = vec![kernel_tensor, bias];
+                (layer.stride, layer.pad) = (vec![*stride as i32; 2], vec![*padding as i32; 4]);
+                b.layers.push(layer);
+                name
             }
-        }
-        let kernel_tensor = b.tensor(&format!("{name}/kernel"), &[*kernel as i32, *kernel as i32, cin as i32, *cout as i32], &hwio)?;
-        let bias = b.tensor(&format!("{name}/bias"), &[1, 1, 1, *cout as i32], &weights.get(&names::conv_bias(obs, k))?.data)?;
-        let mut layer = Layer::new(&name, LayerType::Conv2D, &[&x]);
-        layer.tensors = vec![kernel_tensor, bias];
-        (layer.stride, layer.pad) = (vec![*stride as i32, *stride as i32], vec![0, 0, 0, 0]);
-        b.layers.push(layer);
-        x = leaky_relu(b, &format!("{name}/leaky_relu"), &name);
-    }
-    let flat = b.layer(&format!("visual_encoder_{obs}/flatten"), LayerType::Flatten, &[&x]);
-    let (c, h, w) = encoder.conv_outputs()[1];
-    let dense = weights.get(&names::visual_dense_weight(obs))?;
-    let out = dense.shape[0];
-    let mut reordered = vec![0.0; dense.data.len()];
-    for o in 0..out {
-        for ch in 0..c {
-            for y in 0..h {
-                for xx in 0..w {
-                    reordered[o * c * h * w + (y * w + xx) * c + ch] = dense.data[o * c * h * w + (ch * h + y) * w + xx];
+            Step::MaxPool { kernel, stride } => {
+                let name = format!("{}/pool_{}", names.base, names.pools);
+                names.pools += 1;
+                let mut layer = Layer::new(&name, LayerType::MaxPool2D, &[&x]);
+                (layer.pool, layer.stride, layer.pad) = (vec![*kernel as i32; 2], vec![*stride as i32; 2], vec![0; 4]);
+                b.layers.push(layer);
+                name
+            }
+            Step::LeakyRelu => leaky_relu(b, &format!("{x}/leaky_relu"), &x),
+            Step::Relu => b.activation(&format!("{x}/relu"), Activation::Relu, &x),
+            Step::Swish => b.activation(&format!("{x}/swish"), Activation::Swish, &x),
+            Step::Residual(inner) => {
+                let name = format!("{}/residual_{}", names.base, names.residuals);
+                names.residuals += 1;
+                let y = encoder_steps(b, x.clone(), inner, weights, module, names)?;
+                b.layer(&name, LayerType::Add, &[&x, &y])
+            }
+            Step::Flatten { channels, height, width } => {
+                flattened = Some((*channels, *height, *width));
+                b.layer(&format!("{}/flatten", names.base), LayerType::Flatten, &[&x])
+            }
+            Step::Dense { module: dense, .. } => {
+                let w = weights.get(&format!("{module}.{dense}.weight"))?;
+                let (c, h, wd) = flattened.ok_or_else(|| PolicyError::Unsupported("an encoder's dense layer reads a Flatten".into()))?;
+                let out = w.shape[0];
+                let mut reordered = vec![0.0; w.data.len()];
+                for o in 0..out {
+                    for ch in 0..c {
+                        for y in 0..h {
+                            for xx in 0..wd {
+                                reordered[o * c * h * wd + (y * wd + xx) * c + ch] = w.data[o * c * h * wd + (ch * h + y) * wd + xx];
+                            }
+                        }
+                    }
                 }
+                let reordered = WeightTensor { shape: w.shape.clone(), data: reordered };
+                let name = format!("{}/dense", names.base);
+                b.dense_values(&name, &x, &reordered, weights.get(&format!("{module}.{dense}.bias"))?)?
             }
-        }
+        };
     }
-    let reordered = WeightTensor { shape: dense.shape.clone(), data: reordered };
-    let name = format!("visual_encoder_{obs}/dense");
-    let d = b.dense_values(&name, &flat, &reordered, weights.get(&names::visual_dense_bias(obs))?)?;
-    Ok(leaky_relu(b, &format!("{name}/leaky_relu"), &d))
+    Ok(x)
 }
 
 fn leaky_relu(b: &mut NnBuilder, name: &str, input: &str) -> String {
     let mut l = Layer::new(name, LayerType::Activation, &[input]);
     l.activation = Activation::LeakyRelu;
-    l.alpha = SimpleVisualEncoder::LEAKY_SLOPE;
+    l.alpha = LEAKY_SLOPE;
     b.layers.push(l);
     name.into()
 }
@@ -264,10 +310,10 @@ fn encodings(b: &mut NnBuilder, description: &PolicyDescription, weights: &Weigh
     let mut runs: Vec<(usize, usize, usize)> = vec![]; // (position in encodings, start, end)
     let (mut offset, mut visual_count) = (0, 0);
     for (i, shape) in description.observation_shapes.iter().enumerate() {
-        if let Some(encoder) = SimpleVisualEncoder::of(shape) {
+        if let Some(encoder) = description.visual_encoder(i) {
             let name = ModelInput::VisualObservation(visual_count).name();
             inputs.push(Input { name: name.clone(), shape: vec![-1, encoder.height as i32, encoder.width as i32, encoder.channels as i32] });
-            encodings.push(visual_encoder(b, &name, &encoder, weights, i)?);
+            encodings.push(visual_encoder(b, &name, &encoder, description.hidden_units, weights, i)?);
             visual_count += 1;
             continue;
         }

@@ -49,6 +49,26 @@ pub struct LowerOptions {
     pub for_runner: bool,
 }
 
+/// The ONNX `strides` and `pads` of a Conv2D or pool layer (`stride` `[x, y]`, `pad`
+/// `[left, top, right, bottom]` or automatic).
+fn stride_and_pads(layer: &Layer) -> Result<Vec<AttributeProto>, LowerError> {
+    let bad = |detail: String| LowerError::BadLayer { layer: layer.name.clone(), detail };
+    let (sx, sy) = match layer.stride.as_slice() {
+        [] => (1, 1),
+        [sx, sy] => (*sx as i64, *sy as i64),
+        other => return Err(bad(format!("stride {other:?} is not [x, y]"))),
+    };
+    let mut attrs = vec![attr_ints("strides", &[sy, sx])];
+    match layer.pad.as_slice() {
+        [] => {}
+        [-1] => attrs.push(attr_string("auto_pad", "SAME_UPPER")),
+        [-2] => attrs.push(attr_string("auto_pad", "SAME_LOWER")),
+        [l, t, r, bt] if [*l, *t, *r, *bt].iter().all(|p| *p >= 0) => attrs.push(attr_ints("pads", &[*t as i64, *l as i64, *bt as i64, *r as i64])),
+        other => return Err(bad(format!("pad {other:?} is not [left, top, right, bottom] or automatic"))),
+    }
+    Ok(attrs)
+}
+
 struct Builder<'a> {
     model: &'a NnModel,
     options: LowerOptions,
@@ -222,23 +242,25 @@ impl Builder<'_> {
         }
         let kernel = self.constant(&k.name, &[cout as i64, cin as i64, kh as i64, kw as i64], oihw);
         let bias = self.constant(&b.name, &[cout as i64], self.model.tensor_values(b));
-        let (sx, sy) = match layer.stride.as_slice() {
-            [] => (1, 1),
-            [sx, sy] => (*sx as i64, *sy as i64),
-            other => return Err(bad(format!("stride {other:?} is not [x, y]"))),
-        };
-        let mut attrs = vec![attr_ints("strides", &[sy, sx]), attr_ints("kernel_shape", &[kh as i64, kw as i64])];
-        match layer.pad.as_slice() {
-            [] => {}
-            [-1] => attrs.push(attr_string("auto_pad", "SAME_UPPER")),
-            [-2] => attrs.push(attr_string("auto_pad", "SAME_LOWER")),
-            [l, t, r, bt] if [*l, *t, *r, *bt].iter().all(|p| *p >= 0) => {
-                attrs.push(attr_ints("pads", &[*t as i64, *l as i64, *bt as i64, *r as i64]))
-            }
-            other => return Err(bad(format!("pad {other:?} is not [left, top, right, bottom] or automatic"))),
-        }
+        // strides, kernel_shape, then pads: the order earlier conversions wrote.
+        let mut attrs = stride_and_pads(layer)?;
+        attrs.insert(1, attr_ints("kernel_shape", &[kh as i64, kw as i64]));
         let nchw = self.node("Transpose", vec![x.clone()], vec![attr_ints("perm", &[0, 3, 1, 2])], &layer.name);
         let y = self.node("Conv", vec![nchw, kernel, bias], attrs, &layer.name);
+        Ok(self.node("Transpose", vec![y], vec![attr_ints("perm", &[0, 2, 3, 1])], &layer.name))
+    }
+
+    /// MaxPool2D and AvgPool2D (barracuda-nn.md §7.7): `pool` is `[width, height]`; run on
+    /// NCHW between transposes, as a convolution.
+    fn pool(&mut self, layer: &Layer, x: String) -> Result<String, LowerError> {
+        let [pw, ph] = layer.pool.as_slice() else {
+            return Err(LowerError::BadLayer { layer: layer.name.clone(), detail: format!("pool {:?} is not [width, height]", layer.pool) });
+        };
+        let mut attrs = vec![attr_ints("kernel_shape", &[*ph as i64, *pw as i64])];
+        attrs.extend(stride_and_pads(layer)?);
+        let op = if layer.layer_type == LayerType::MaxPool2D { "MaxPool" } else { "AveragePool" };
+        let nchw = self.node("Transpose", vec![x], vec![attr_ints("perm", &[0, 3, 1, 2])], &layer.name);
+        let y = self.node(op, vec![nchw], attrs, &layer.name);
         Ok(self.node("Transpose", vec![y], vec![attr_ints("perm", &[0, 2, 3, 1])], &layer.name))
     }
 
@@ -438,6 +460,7 @@ impl Builder<'_> {
             T::Nop | T::Dropout => self.node("Identity", vec![first()?], vec![], name),
             T::Dense => self.dense(layer, &inputs)?,
             T::Conv2D => self.conv(layer, &inputs)?,
+            T::MaxPool2D | T::AvgPool2D => self.pool(layer, first()?)?,
             T::Activation => self.activation(layer, layer.activation, first()?)?,
             T::Add | T::Sub | T::Mul | T::Div | T::Pow | T::Min | T::Max | T::Mean => self.elementwise(layer, &args)?,
             T::ReduceSum | T::ReduceMean | T::ReduceMax | T::ReduceMin | T::ReduceProd => {

@@ -313,6 +313,7 @@ mod tests {
                 num_layers: 1,
                 normalize: true,
                 memory_size: 0,
+                vis_encode_type: crate::policy::EncoderType::Simple,
                 continuous_head: crate::policy::ContinuousHead::default(),
             },
             optimizer: AdamState { step: 7, beta1: 0.9, beta2: 0.999, epsilon: 1e-8 },

@@ -5,7 +5,8 @@
 
 use crate::spec::model::{self, ModelInput};
 use super::{attr_float, attr_int, attr_ints, value_info, GraphBuilder, FLOAT, INT64};
-use crate::policy::{names, ContinuousHead, PolicyDescription, PolicyError, SimpleVisualEncoder, Weights, LOG_SIGMA_BOUNDS, NORMALIZATION_CLIP};
+use crate::policy::visual::{Step, LEAKY_SLOPE};
+use crate::policy::{names, ContinuousHead, PolicyDescription, PolicyError, VisualEncoder, Weights, LOG_SIGMA_BOUNDS, NORMALIZATION_CLIP};
 use prost::Message;
 use tract_onnx::pb::{attribute_proto::AttributeType, AttributeProto, ModelProto, TensorProto, ValueInfoProto};
 
@@ -68,11 +69,11 @@ fn body(g: &mut GraphBuilder, description: &PolicyDescription, weights: &Weights
         OnnxApi::V3 => {
             for (i, shape) in description.observation_shapes.iter().enumerate() {
                 let name = ModelInput::Observation(i).name();
-                if let Some(encoder) = SimpleVisualEncoder::of(shape) {
+                if let Some(encoder) = description.visual_encoder(i) {
                     // Images come in NCHW, as ML-Agents 0.28 exports them.
                     let dims = [-1, encoder.channels as i64, encoder.height as i64, encoder.width as i64];
                     inputs.push(value_info(&name, FLOAT, &dims));
-                    encodings.push(visual_encoder(g, name, &encoder, weights, i)?);
+                    encodings.push(visual_encoder(g, name, &encoder, description.hidden_units, weights, i)?);
                     continue;
                 }
                 inputs.push(value_info(&name, FLOAT, &[-1, shape[0] as i64]));
@@ -121,23 +122,47 @@ fn body(g: &mut GraphBuilder, description: &PolicyDescription, weights: &Weights
     Ok((inputs, h))
 }
 
-/// The simple visual encoder on an NCHW input: returns its `[batch, hidden]` output.
-fn visual_encoder(g: &mut GraphBuilder, x: String, encoder: &SimpleVisualEncoder, weights: &Weights, obs: usize) -> Result<String, PolicyError> {
+/// A visual encoder on an NCHW input: returns its `[batch, hidden]` output.
+fn visual_encoder(g: &mut GraphBuilder, x: String, encoder: &VisualEncoder, hidden: usize, weights: &Weights, obs: usize) -> Result<String, PolicyError> {
+    encoder_steps(g, x, &encoder.steps(hidden), weights, &names::visual_encoder(obs))
+}
+
+fn encoder_steps(g: &mut GraphBuilder, x: String, steps: &[Step], weights: &Weights, module: &str) -> Result<String, PolicyError> {
     let mut x = x;
-    for (k, (_, kernel, stride)) in SimpleVisualEncoder::CONVS.iter().enumerate() {
-        let w = weights.get(&names::conv_weight(obs, k))?;
-        let b = weights.get(&names::conv_bias(obs, k))?;
-        let dims: Vec<i64> = w.shape.iter().map(|d| *d as i64).collect();
-        let w_name = g.constant(&names::conv_weight(obs, k), &dims, w.data.clone());
-        let b_name = g.constant(&names::conv_bias(obs, k), &[b.shape[0] as i64], b.data.clone());
-        let attrs = vec![attr_ints("kernel_shape", &[*kernel as i64, *kernel as i64]), attr_ints("strides", &[*stride as i64, *stride as i64])];
-        let y = g.node("Conv", vec![x, w_name, b_name], attrs, "visual_encoder");
-        x = g.node("LeakyRelu", vec![y], vec![attr_float("alpha", SimpleVisualEncoder::LEAKY_SLOPE)], "visual_encoder");
+    for step in steps {
+        x = match step {
+            Step::Conv { module: conv, kernel, stride, padding, .. } => {
+                let (w_name, b_name) = (format!("{module}.{conv}.weight"), format!("{module}.{conv}.bias"));
+                let (w, b) = (weights.get(&w_name)?, weights.get(&b_name)?);
+                let dims: Vec<i64> = w.shape.iter().map(|d| *d as i64).collect();
+                let w_value = g.constant(&w_name, &dims, w.data.clone());
+                let b_value = g.constant(&b_name, &[b.shape[0] as i64], b.data.clone());
+                let (k, s, p) = (*kernel as i64, *stride as i64, *padding as i64);
+                let mut attrs = vec![attr_ints("kernel_shape", &[k, k]), attr_ints("strides", &[s, s])];
+                if p > 0 {
+                    attrs.push(attr_ints("pads", &[p, p, p, p]));
+                }
+                g.node("Conv", vec![x, w_value, b_value], attrs, "visual_encoder")
+            }
+            Step::MaxPool { kernel, stride } => {
+                let attrs = vec![attr_ints("kernel_shape", &[*kernel as i64; 2]), attr_ints("strides", &[*stride as i64; 2])];
+                g.node("MaxPool", vec![x], attrs, "visual_encoder")
+            }
+            Step::LeakyRelu => g.node("LeakyRelu", vec![x], vec![attr_float("alpha", LEAKY_SLOPE)], "visual_encoder"),
+            Step::Relu => g.node("Relu", vec![x], vec![], "visual_encoder"),
+            Step::Swish => {
+                let s = g.node("Sigmoid", vec![x.clone()], vec![], "visual_encoder");
+                g.node("Mul", vec![x, s], vec![], "visual_encoder")
+            }
+            Step::Residual(inner) => {
+                let y = encoder_steps(g, x.clone(), inner, weights, module)?;
+                g.node("Add", vec![x, y], vec![], "visual_encoder")
+            }
+            Step::Flatten { .. } => g.node("Flatten", vec![x], vec![attr_int("axis", 1)], "visual_encoder"),
+            Step::Dense { module: dense, .. } => linear(g, x, weights, &format!("{module}.{dense}.weight"), &format!("{module}.{dense}.bias"))?,
+        };
     }
-    debug_assert_eq!(weights.get(&names::visual_dense_weight(obs))?.shape[1], encoder.flat_size());
-    let flat = g.node("Flatten", vec![x], vec![attr_int("axis", 1)], "visual_encoder");
-    let dense = linear(g, flat, weights, &names::visual_dense_weight(obs), &names::visual_dense_bias(obs))?;
-    Ok(g.node("LeakyRelu", vec![dense], vec![attr_float("alpha", SimpleVisualEncoder::LEAKY_SLOPE)], "visual_encoder"))
+    Ok(x)
 }
 
 /// Masked branch probabilities: softmax(logits·a − 1e8·(1 − a)) per branch, written as

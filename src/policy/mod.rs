@@ -6,6 +6,9 @@
 
 pub mod lstm;
 pub mod parity;
+pub mod visual;
+
+pub use visual::{EncoderType, VisualEncoder};
 
 use crate::spec::ActionSpec;
 use serde::{Deserialize, Serialize};
@@ -21,9 +24,13 @@ pub const NORMALIZATION_CLIP: f32 = 5.0;
 pub struct PolicyDescription {
     pub format_version: u32,
     /// Observation shapes in sensor order: rank 1 (vector, optionally normalised) or rank 3
-    /// `[height, width, channels]` (Unity's layout; encoded by ML-Agents' `simple` visual
-    /// encoder into `hidden_units` features).
+    /// `[height, width, channels]` (Unity's layout; encoded by the `vis_encode_type` encoder
+    /// into `hidden_units` features).
     pub observation_shapes: Vec<Vec<usize>>,
+    /// ML-Agents' `vis_encode_type`: the encoder of every image (left out of `policy.json`
+    /// when `simple`, the default).
+    #[serde(default, skip_serializing_if = "EncoderType::is_simple")]
+    pub vis_encode_type: EncoderType,
     pub action_spec: ActionSpec,
     pub hidden_units: usize,
     pub num_layers: usize,
@@ -125,72 +132,16 @@ pub mod names {
     pub fn branch_bias(b: usize) -> String {
         format!("action_model._discrete_distribution.branches.{b}.bias")
     }
-    /// The simple visual encoder's convolutions sit at indices 0 and 2 (each followed by its
-    /// LeakyReLU).
-    pub fn conv_weight(obs: usize, conv: usize) -> String {
-        format!("network_body.observation_encoder.processors.{obs}.conv_layers.{}.weight", 2 * conv)
-    }
-    pub fn conv_bias(obs: usize, conv: usize) -> String {
-        format!("network_body.observation_encoder.processors.{obs}.conv_layers.{}.bias", 2 * conv)
-    }
-    pub fn visual_dense_weight(obs: usize) -> String {
-        format!("network_body.observation_encoder.processors.{obs}.dense.0.weight")
-    }
-    pub fn visual_dense_bias(obs: usize) -> String {
-        format!("network_body.observation_encoder.processors.{obs}.dense.0.bias")
+    /// The module of observation `obs`'s visual encoder; its weights are named under it as
+    /// [`super::VisualEncoder::weight_shapes`] lists them.
+    pub fn visual_encoder(obs: usize) -> String {
+        format!("network_body.observation_encoder.processors.{obs}")
     }
     /// The LSTM of a recurrent body (torch's `nn.LSTM`, gate order i, f, g, o).
     pub const LSTM_WEIGHT_IH: &str = "network_body.lstm.lstm.weight_ih_l0";
     pub const LSTM_WEIGHT_HH: &str = "network_body.lstm.lstm.weight_hh_l0";
     pub const LSTM_BIAS_IH: &str = "network_body.lstm.lstm.bias_ih_l0";
     pub const LSTM_BIAS_HH: &str = "network_body.lstm.lstm.bias_hh_l0";
-}
-
-/// ML-Agents' `simple` visual encoder on a `[height, width, channels]` image: Conv 16 k8 s4 →
-/// LeakyReLU → Conv 32 k4 s2 → LeakyReLU → flatten (C, H, W order) → Linear(h) → LeakyReLU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SimpleVisualEncoder {
-    pub height: usize,
-    pub width: usize,
-    pub channels: usize,
-}
-
-impl SimpleVisualEncoder {
-    /// The convolutions: (output channels, kernel, stride).
-    pub const CONVS: [(usize, usize, usize); 2] = [(16, 8, 4), (32, 4, 2)];
-    /// LeakyReLU's negative slope (torch's default).
-    pub const LEAKY_SLOPE: f32 = 0.01;
-    /// The smallest side the encoder takes (ML-Agents' minimum for `simple`).
-    pub const MIN_SIDE: usize = 20;
-
-    /// The encoder of a rank-3 shape, if it is one the encoder takes.
-    pub fn of(shape: &[usize]) -> Option<Self> {
-        match shape {
-            [h, w, c] if *h >= Self::MIN_SIDE && *w >= Self::MIN_SIDE && *c > 0 => Some(Self { height: *h, width: *w, channels: *c }),
-            _ => None,
-        }
-    }
-
-    /// (channels, height, width) after each convolution.
-    pub fn conv_outputs(&self) -> [(usize, usize, usize); 2] {
-        let (mut h, mut w) = (self.height, self.width);
-        Self::CONVS.map(|(out, k, s)| {
-            h = (h - k) / s + 1;
-            w = (w - k) / s + 1;
-            (out, h, w)
-        })
-    }
-
-    /// Width of the flattened output of the convolutions.
-    pub fn flat_size(&self) -> usize {
-        let (c, h, w) = self.conv_outputs()[1];
-        c * h * w
-    }
-
-    /// Input channels of each convolution.
-    pub fn conv_inputs(&self) -> [usize; 2] {
-        [self.channels, Self::CONVS[0].0]
-    }
 }
 
 impl PolicyDescription {
@@ -226,6 +177,9 @@ impl PolicyDescription {
         };
         compare("format_version", self.format_version.to_string(), other.format_version.to_string());
         compare("observation shapes", format!("{:?}", self.observation_shapes), format!("{:?}", other.observation_shapes));
+        if self.has_visual() {
+            compare("vis_encode_type", self.vis_encode_type.to_string(), other.vis_encode_type.to_string());
+        }
         compare("continuous actions", self.action_spec.continuous_size.to_string(), other.action_spec.continuous_size.to_string());
         compare("discrete branches", format!("{:?}", self.action_spec.discrete_branches), format!("{:?}", other.action_spec.discrete_branches));
         compare("hidden_units", self.hidden_units.to_string(), other.hidden_units.to_string());
@@ -273,13 +227,9 @@ impl PolicyDescription {
     pub fn weight_shapes(&self) -> Vec<(String, Vec<usize>)> {
         let mut shapes = vec![];
         for (i, s) in self.observation_shapes.iter().enumerate() {
-            if let Some(encoder) = SimpleVisualEncoder::of(s) {
-                for (k, ((out, kernel, _), cin)) in SimpleVisualEncoder::CONVS.iter().zip(encoder.conv_inputs()).enumerate() {
-                    shapes.push((names::conv_weight(i, k), vec![*out, cin, *kernel, *kernel]));
-                    shapes.push((names::conv_bias(i, k), vec![*out]));
-                }
-                shapes.push((names::visual_dense_weight(i), vec![self.hidden_units, encoder.flat_size()]));
-                shapes.push((names::visual_dense_bias(i), vec![self.hidden_units]));
+            if let Some(encoder) = self.visual_encoder(i) {
+                let module = names::visual_encoder(i);
+                shapes.extend(encoder.weight_shapes(self.hidden_units).into_iter().map(|(name, shape)| (format!("{module}.{name}"), shape)));
             } else if self.normalize {
                 let n = s.iter().product();
                 shapes.push((names::running_mean(i), vec![n]));
@@ -320,16 +270,28 @@ impl PolicyDescription {
         shapes
     }
 
-    /// Checks that the description is exportable and the weights fit it.
-    pub fn check(&self, weights: &Weights) -> Result<(), PolicyError> {
+    /// The encoder of observation `obs` when it is an image its `vis_encode_type` takes.
+    pub fn visual_encoder(&self, obs: usize) -> Option<VisualEncoder> {
+        self.observation_shapes.get(obs).filter(|s| s.len() == 3).and_then(|s| VisualEncoder::new(self.vis_encode_type, s).ok())
+    }
+
+    /// Checks that every observation is a vector or an image the encoder takes.
+    pub fn check_observations(&self) -> Result<(), PolicyError> {
         for s in &self.observation_shapes {
-            if s.len() != 1 && SimpleVisualEncoder::of(s).is_none() {
-                return Err(PolicyError::Unsupported(format!(
-                    "observation shape {s:?}: only vectors and images of at least {0}x{0} (the simple encoder) are supported",
-                    SimpleVisualEncoder::MIN_SIDE
-                )));
+            match s.len() {
+                1 => {}
+                3 => {
+                    VisualEncoder::new(self.vis_encode_type, s).map_err(|e| PolicyError::Unsupported(format!("observation shape {s:?}: {e}")))?;
+                }
+                _ => return Err(PolicyError::Unsupported(format!("observation shape {s:?}: only vectors and images [height, width, channels] are supported"))),
             }
         }
+        Ok(())
+    }
+
+    /// Checks that the description is exportable and the weights fit it.
+    pub fn check(&self, weights: &Weights) -> Result<(), PolicyError> {
+        self.check_observations()?;
         if self.memory_size % 2 != 0 {
             return Err(PolicyError::Unsupported(format!("memory_size {} is odd; a memory is [h | c], two halves of the LSTM's width", self.memory_size)));
         }
@@ -420,60 +382,17 @@ fn linear(x: &[f32], rows: usize, w: &WeightTensor, b: &WeightTensor) -> Vec<f32
     y
 }
 
-fn leaky(v: f32) -> f32 {
-    if v < 0.0 { v * SimpleVisualEncoder::LEAKY_SLOPE } else { v }
-}
-
-/// One image (`[H, W, C]` as the environment sends it) through the simple encoder.
-fn encode_image(encoder: &SimpleVisualEncoder, hwc: &[f32], weights: &Weights, obs: usize) -> Result<Vec<f32>, PolicyError> {
-    let (h, w, c) = (encoder.height, encoder.width, encoder.channels);
-    // CHW, as torch sees it after the permute.
-    let mut x = vec![0.0; hwc.len()];
-    for y in 0..h {
-        for xx in 0..w {
-            for ch in 0..c {
-                x[(ch * h + y) * w + xx] = hwc[(y * w + xx) * c + ch];
-            }
-        }
-    }
-    let (mut cin, mut hin, mut win) = (c, h, w);
-    for (k, ((cout, kernel, stride), (_, hout, wout))) in SimpleVisualEncoder::CONVS.iter().zip(encoder.conv_outputs()).enumerate() {
-        let weight = weights.get(&names::conv_weight(obs, k))?;
-        let bias = weights.get(&names::conv_bias(obs, k))?;
-        let mut y = vec![0.0; cout * hout * wout];
-        for o in 0..*cout {
-            for oy in 0..hout {
-                for ox in 0..wout {
-                    let mut acc = bias.data[o];
-                    for ci in 0..cin {
-                        for ky in 0..*kernel {
-                            for kx in 0..*kernel {
-                                let v = x[(ci * hin + oy * stride + ky) * win + ox * stride + kx];
-                                acc += v * weight.data[((o * cin + ci) * kernel + ky) * kernel + kx];
-                            }
-                        }
-                    }
-                    y[(o * hout + oy) * wout + ox] = leaky(acc);
-                }
-            }
-        }
-        (x, cin, hin, win) = (y, *cout, hout, wout);
-    }
-    let dense = linear(&x, 1, weights.get(&names::visual_dense_weight(obs))?, weights.get(&names::visual_dense_bias(obs))?);
-    Ok(dense.into_iter().map(leaky).collect())
-}
-
 /// The observation encodings of `n` rows side by side (`[n, encoding_width]`): images
-/// through the simple encoder, vectors normalised when the policy normalises.
+/// through their encoder, vectors normalised when the policy normalises.
 fn encode_observations(description: &PolicyDescription, weights: &Weights, observations: &[Vec<f32>], n: usize) -> Result<Vec<f32>, PolicyError> {
     let sizes = description.observation_sizes();
     let width = description.encoding_width();
     let mut encoding = vec![0.0; n * width];
     let mut offset = 0;
-    for (i, (shape, size)) in description.observation_shapes.iter().zip(sizes).enumerate() {
-        if let Some(encoder) = SimpleVisualEncoder::of(shape) {
+    for (i, size) in sizes.into_iter().enumerate() {
+        if let Some(encoder) = description.visual_encoder(i) {
             for r in 0..n {
-                let features = encode_image(&encoder, &observations[i][r * size..(r + 1) * size], weights, i)?;
+                let features = encoder.forward_reference(&observations[i][r * size..(r + 1) * size], weights, &names::visual_encoder(i), description.hidden_units)?;
                 encoding[r * width + offset..r * width + offset + features.len()].copy_from_slice(&features);
             }
             offset += description.hidden_units;

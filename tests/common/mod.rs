@@ -41,6 +41,7 @@ pub fn policy_description(
         num_layers: 2,
         normalize,
         memory_size: 0,
+        vis_encode_type: mlagents::policy::EncoderType::Simple,
         continuous_head: mlagents::policy::ContinuousHead::default(),
     }
 }

@@ -133,6 +133,7 @@ fn record_inputs(layout: &LegacyLayout, trained: Option<(Vec<f32>, Vec<f32>)>, b
             num_layers: 0,
             normalize: false,
             memory_size: m,
+            vis_encode_type: crate::policy::EncoderType::Simple,
             continuous_head: crate::policy::ContinuousHead::default(),
         },
         files: Default::default(),

@@ -14,7 +14,6 @@ pub const TIME_PENALTY: f32 = 0.01;
 pub const SUCCESS_REWARD: f32 = 1.06;
 /// The memory environment shows the goal while the step count is at most this.
 const MEMORY_SHOW_STEPS: u32 = 2;
-const VISUAL_SIZE: usize = 20;
 
 /// Configuration of a test-suite scene.
 #[derive(Debug, Clone)]
@@ -27,6 +26,8 @@ pub struct SimpleConfig {
     pub num_vector: usize,
     pub vector_size: usize,
     pub num_visual: usize,
+    /// Each image's `[height, width, channels]` (the test suite's 20x20x3 by default).
+    pub visual_shape: [usize; 3],
     /// Hide the goal after the first steps (MemoryEnvironment).
     pub memory: bool,
     /// Agents per behavior, all in group 1 when more than one (MultiAgentEnvironment).
@@ -44,6 +45,7 @@ impl SimpleConfig {
             num_vector: 1,
             vector_size: 1,
             num_visual: 0,
+            visual_shape: [20, 20, 3],
             memory: false,
             group_size: 1,
         }
@@ -98,7 +100,8 @@ impl Scene for SimpleScene {
             .map(|i| ObservationDef::floats(ObservationSpec::vector(c.vector_size, &format!("VectorSensor_{i}"))))
             .collect();
         observations.extend((0..c.num_visual).map(|i| {
-            ObservationDef::floats(ObservationSpec::visual_hwc(VISUAL_SIZE, VISUAL_SIZE, 3, &format!("Visual_{i}")))
+            let [h, w, channels] = c.visual_shape;
+            ObservationDef::floats(ObservationSpec::visual_hwc(h, w, channels, &format!("Visual_{i}")))
         }));
         c.behaviors
             .iter()
@@ -147,7 +150,7 @@ impl Scene for SimpleScene {
         let c = &self.config;
         let g = self.shown_goal(agent);
         let mut out: Vec<Vec<f32>> = (0..c.num_vector).map(|_| vec![g; c.vector_size]).collect();
-        out.extend((0..c.num_visual).map(|_| vec![g; VISUAL_SIZE * VISUAL_SIZE * 3]));
+        out.extend((0..c.num_visual).map(|_| vec![g; c.visual_shape.iter().product()]));
         out
     }
 

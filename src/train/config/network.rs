@@ -18,15 +18,7 @@ pub(super) struct RawNetworkSettings {
 }
 
 /// Visual encoders ML-Agents knows (`vis_encode_type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VisualEncoder {
-    Simple,
-    NatureCnn,
-    Resnet,
-    Match3,
-    FullyConnected,
-}
+pub use crate::policy::EncoderType as VisualEncoder;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -3,7 +3,7 @@
 //! rate, GAIL its demonstrations, with 0.28's defaults and checks (reward-signals.md §1).
 
 use super::context::Context;
-use super::network::{NetworkSettings, RawNetworkSettings};
+use super::network::{NetworkSettings, RawNetworkSettings, VisualEncoder};
 use super::ConfigError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -122,8 +122,8 @@ pub struct RewardSignal {
     pub kind: RewardSignalKind,
     pub gamma: f64,
     pub strength: f64,
-    /// The signal's own networks (curiosity's and RND's; 0.28's defaults, independent of the
-    /// behavior's `network_settings`).
+    /// The signal's own networks (0.28's defaults, independent of the behavior's
+    /// `network_settings`, except the visual encoder: the policy's unless the block sets one).
     pub network_settings: NetworkSettings,
     /// The Adam learning rate of the signal's networks (None for the extrinsic signal).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -148,7 +148,9 @@ impl Context<'_> {
     /// The reward signals: the behavior's over `default_settings`' (merged signal by signal and
     /// key by key, as 0.28 deep-merges them), or the extrinsic signal alone when neither gives
     /// any.
-    pub(super) fn reward_signals(&self, name: &str, own: Option<&RawRewardSignals>, defaults: Option<&RawRewardSignals>) -> Result<BTreeMap<String, RewardSignal>, ConfigError> {
+    /// A signal whose block sets no `vis_encode_type` encodes images with the policy's
+    /// `policy_encoder` (0.28 uses `simple` whatever the policy's; reward-signals.md §11 #11).
+    pub(super) fn reward_signals(&self, name: &str, own: Option<&RawRewardSignals>, defaults: Option<&RawRewardSignals>, policy_encoder: VisualEncoder) -> Result<BTreeMap<String, RewardSignal>, ConfigError> {
         let mut reward_signals = BTreeMap::new();
         if own.is_none() && defaults.is_none() {
             let kind = RewardSignalKind::Extrinsic;
@@ -169,7 +171,7 @@ impl Context<'_> {
                 (Some(o), Some(d)) => o.over(d),
                 (Some(block), None) | (None, Some(block)) => block.clone(),
             };
-            reward_signals.insert(kind.key().into(), self.reward_signal(name, kind, &raw)?);
+            reward_signals.insert(kind.key().into(), self.reward_signal(name, kind, &raw, policy_encoder)?);
         }
         if reward_signals.is_empty() {
             return Err(ConfigError::Invalid { file: self.file.into(), message: format!("{name}: reward_signals names no signal (extrinsic, curiosity, rnd or gail)") });
@@ -180,7 +182,7 @@ impl Context<'_> {
     /// One signal's block: 0.28's defaults, its refusal of keys the signal does not take, the
     /// deprecated `encoding_size`, and its dropping of a `memory` (the signals' networks are
     /// feed-forward).
-    fn reward_signal(&self, name: &str, kind: RewardSignalKind, raw: &RawRewardSignal) -> Result<RewardSignal, ConfigError> {
+    fn reward_signal(&self, name: &str, kind: RewardSignalKind, raw: &RawRewardSignal, policy_encoder: VisualEncoder) -> Result<RewardSignal, ConfigError> {
         let key = kind.key();
         let refused: &[(&str, bool)] = match kind {
             RewardSignalKind::Extrinsic => &[
@@ -211,6 +213,9 @@ impl Context<'_> {
             _ => None,
         };
         let mut network_settings = self.network(name, raw.network_settings.as_ref(), None)?;
+        if raw.network_settings.as_ref().and_then(|n| n.vis_encode_type).is_none() {
+            network_settings.vis_encode_type = policy_encoder;
+        }
         if let Some(size) = raw.encoding_size {
             log::warn!("{}: 'encoding_size' was deprecated for RewardSignals. Please use network_settings. ({name}, {key})", self.file);
             if raw.network_settings.is_none() {

@@ -84,7 +84,7 @@ impl Context<'_> {
             return Err(self.unsupported(&format!("shared_critic of {name}"), "shared_critic", name, "separate actor and critic only"));
         }
         let network_settings = self.network(name, s.network_settings.as_ref(), b.network_settings.as_ref())?;
-        let reward_signals = self.reward_signals(name, s.reward_signals.as_ref(), b.reward_signals.as_ref())?;
+        let reward_signals = self.reward_signals(name, s.reward_signals.as_ref(), b.reward_signals.as_ref(), network_settings.vis_encode_type)?;
         let steps = |key: &str, v: Option<f64>, least: f64| -> Result<Option<u64>, ConfigError> {
             match v {
                 Some(x) if !x.is_finite() || x < least || x > u64::MAX as f64 => {

@@ -138,6 +138,7 @@ mod tests {
             num_layers: 1,
             normalize: false,
             memory_size: 10,
+            vis_encode_type: crate::policy::EncoderType::Simple,
             continuous_head: crate::policy::ContinuousHead::default(),
         };
         let vs = nn::VarStore::new(Device::Cpu);

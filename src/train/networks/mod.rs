@@ -10,7 +10,8 @@ pub mod acting;
 pub mod adam;
 pub mod memory;
 
-use crate::policy::{ContinuousHead, PolicyDescription, SimpleVisualEncoder, WeightTensor, Weights, LOG_SIGMA_BOUNDS};
+use crate::policy::visual::{Step, VisualEncoder as EncoderShape};
+use crate::policy::{ContinuousHead, PolicyDescription, WeightTensor, Weights, LOG_SIGMA_BOUNDS};
 use crate::spec::model;
 use tch::{nn, nn::Module, Kind, Tensor};
 
@@ -54,38 +55,79 @@ impl Normalizer {
     }
 }
 
-/// ML-Agents' `simple` visual encoder (see [`SimpleVisualEncoder`]); takes flattened HWC
-/// images and permutes them to NCHW as ML-Agents does.
+/// A visual encoder of 0.28 (the [`Step`]s of [`crate::policy::visual`]) on tch; takes
+/// flattened HWC images and permutes them to NCHW as ML-Agents does.
 struct VisualEncoder {
-    shape: SimpleVisualEncoder,
-    convs: Vec<nn::Conv2D>,
-    dense: nn::Linear,
+    shape: EncoderShape,
+    layers: Vec<EncoderLayer>,
+}
+
+/// One built step of a visual encoder.
+enum EncoderLayer {
+    Conv(nn::Conv2D),
+    MaxPool { kernel: i64, stride: i64 },
+    LeakyRelu,
+    Relu,
+    Swish,
+    Residual(Vec<EncoderLayer>),
+    Flatten,
+    Dense(nn::Linear),
 }
 
 impl VisualEncoder {
-    fn new(p: nn::Path, shape: SimpleVisualEncoder, hidden: i64) -> Self {
-        let convs = SimpleVisualEncoder::CONVS
-            .iter()
-            .zip(shape.conv_inputs())
-            .enumerate()
-            .map(|(k, ((out, kernel, stride), cin))| {
-                let config = nn::ConvConfig { stride: *stride as i64, ..Default::default() };
-                nn::conv2d(&p / "conv_layers" / (2 * k), cin as i64, *out as i64, *kernel as i64, config)
-            })
-            .collect();
-        // Kaiming-normal with linear gain × 1.41, as ML-Agents initialises the encoder's dense layer.
-        let dense = kaiming_linear(&p / "dense" / 0, shape.flat_size() as i64, hidden, 1.41);
-        Self { shape, convs, dense }
+    fn new(p: nn::Path, shape: EncoderShape, hidden: i64) -> Self {
+        Self { shape, layers: build_encoder_layers(&p, &shape.steps(hidden as usize)) }
     }
 
     fn forward(&self, x: &Tensor) -> Tensor {
         let s = &self.shape;
-        let mut h = x.reshape([-1, s.height as i64, s.width as i64, s.channels as i64]).permute([0, 3, 1, 2]);
-        for conv in &self.convs {
-            h = conv.forward(&h).leaky_relu();
-        }
-        self.dense.forward(&h.flatten(1, -1)).leaky_relu()
+        let h = x.reshape([-1, s.height as i64, s.width as i64, s.channels as i64]).permute([0, 3, 1, 2]);
+        run_encoder_layers(&self.layers, h)
     }
+}
+
+/// The variable path of a module named `a.b.c` under `p`.
+fn module_path<'a>(p: &nn::Path<'a>, module: &str) -> nn::Path<'a> {
+    let mut parts = module.split('.');
+    let first = parts.next().unwrap_or_default();
+    parts.fold(p / first, |path, part| &path / part)
+}
+
+fn build_encoder_layers(p: &nn::Path, steps: &[Step]) -> Vec<EncoderLayer> {
+    steps
+        .iter()
+        .map(|step| match step {
+            Step::Conv { module, input, output, kernel, stride, padding } => {
+                // torch's default initialisation of a convolution (0.28 keeps it): weights and
+                // bias uniform in ±1/√fan_in (Kaiming-uniform with a = √5).
+                let bound = 1.0 / ((input * kernel * kernel) as f64).sqrt();
+                let uniform = nn::Init::Uniform { lo: -bound, up: bound };
+                let config = nn::ConvConfig { stride: *stride as i64, padding: *padding as i64, ws_init: uniform, bs_init: uniform, ..Default::default() };
+                EncoderLayer::Conv(nn::conv2d(module_path(p, module), *input as i64, *output as i64, *kernel as i64, config))
+            }
+            Step::MaxPool { kernel, stride } => EncoderLayer::MaxPool { kernel: *kernel as i64, stride: *stride as i64 },
+            Step::LeakyRelu => EncoderLayer::LeakyRelu,
+            Step::Relu => EncoderLayer::Relu,
+            Step::Swish => EncoderLayer::Swish,
+            Step::Residual(inner) => EncoderLayer::Residual(build_encoder_layers(p, inner)),
+            Step::Flatten { .. } => EncoderLayer::Flatten,
+            // Kaiming-normal with linear gain × 1.41, as ML-Agents initialises the encoder's dense layer.
+            Step::Dense { module, input, output } => EncoderLayer::Dense(kaiming_linear(module_path(p, module), *input as i64, *output as i64, 1.41)),
+        })
+        .collect()
+}
+
+fn run_encoder_layers(layers: &[EncoderLayer], x: Tensor) -> Tensor {
+    layers.iter().fold(x, |h, layer| match layer {
+        EncoderLayer::Conv(conv) => conv.forward(&h),
+        EncoderLayer::MaxPool { kernel, stride } => h.max_pool2d([*kernel, *kernel], [*stride, *stride], [0, 0], [1, 1], false),
+        EncoderLayer::LeakyRelu => h.leaky_relu(),
+        EncoderLayer::Relu => h.relu(),
+        EncoderLayer::Swish => h.silu(),
+        EncoderLayer::Residual(inner) => &h + run_encoder_layers(inner, h.shallow_clone()),
+        EncoderLayer::Flatten => h.flatten(1, -1),
+        EncoderLayer::Dense(dense) => dense.forward(&h),
+    })
 }
 
 /// How one observation is encoded.
@@ -174,7 +216,7 @@ impl Body {
             .observation_shapes
             .iter()
             .enumerate()
-            .map(|(i, s)| match SimpleVisualEncoder::of(s) {
+            .map(|(i, s)| match d.visual_encoder(i) {
                 Some(shape) => Processor::Visual(VisualEncoder::new(&encoder / i, shape, d.hidden_units as i64)),
                 None => Processor::Vector(d.normalize.then(|| Normalizer::new(&encoder / i / "normalizer", s[0] as i64))),
             })
@@ -208,8 +250,13 @@ impl Body {
         (out, Some(after))
     }
 
-    fn mlp(&self, observations: &[Tensor], action: Option<&Tensor>) -> Tensor {
-        let mut encoded: Vec<Tensor> = observations
+    /// Each observation's encoding (normalised vectors, image features), side by side.
+    pub fn encode(&self, observations: &[Tensor]) -> Tensor {
+        Tensor::cat(&self.encodings(observations), 1)
+    }
+
+    fn encodings(&self, observations: &[Tensor]) -> Vec<Tensor> {
+        observations
             .iter()
             .zip(&self.processors)
             .map(|(x, p)| match p {
@@ -217,7 +264,11 @@ impl Body {
                 Processor::Vector(Some(n)) => n.forward(x),
                 Processor::Visual(v) => v.forward(x),
             })
-            .collect();
+            .collect()
+    }
+
+    fn mlp(&self, observations: &[Tensor], action: Option<&Tensor>) -> Tensor {
+        let mut encoded = self.encodings(observations);
         encoded.extend(action.map(Tensor::shallow_clone));
         let mut h = Tensor::cat(&encoded, 1);
         for layer in &self.layers {

@@ -193,6 +193,7 @@ mod tests {
             num_layers: 1,
             normalize: false,
             memory_size: 0,
+            vis_encode_type: crate::policy::EncoderType::Simple,
             continuous_head: ContinuousHead::default(),
         }
     }

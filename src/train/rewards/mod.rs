@@ -84,7 +84,7 @@ pub trait RewardProvider: Send {
 /// with the signal's own network settings, feed-forward.
 pub fn signal_description(behavior: &PolicyDescription, signal: &RewardSignal) -> PolicyDescription {
     let n = &signal.network_settings;
-    PolicyDescription { hidden_units: n.hidden_units, num_layers: n.num_layers.max(1), normalize: n.normalize, memory_size: 0, ..behavior.clone() }
+    PolicyDescription { hidden_units: n.hidden_units, num_layers: n.num_layers.max(1), normalize: n.normalize, memory_size: 0, vis_encode_type: n.vis_encode_type, ..behavior.clone() }
 }
 
 /// The root a signal's variables are named under (`reward_signals.<key>.`).

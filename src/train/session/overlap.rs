@@ -185,6 +185,7 @@ mod tests {
             num_layers: 2,
             normalize: true,
             memory_size: 0,
+            vis_encode_type: crate::policy::EncoderType::Simple,
             continuous_head: ContinuousHead::default(),
         };
         let store = nn::VarStore::new(Device::Cpu);

@@ -8,7 +8,7 @@ use super::parity::{parity_record, RecentInput, PARITY_ROWS};
 use crate::checkpoint::{self, Checkpoint, CheckpointDescription, CurriculumRecord, CHECKPOINT_FORMAT_VERSION};
 use crate::comm::side_channel::StatsAggregation;
 use crate::env::{ActionTuple, DecisionSteps, TerminalSteps};
-use crate::policy::{ContinuousHead, PolicyDescription, SimpleVisualEncoder, Weights, POLICY_FORMAT_VERSION};
+use crate::policy::{ContinuousHead, EncoderType as VisualEncoderType, PolicyDescription, VisualEncoder, Weights, POLICY_FORMAT_VERSION};
 use crate::spec::{BehaviorSpec, ObservationType};
 use crate::train::algorithm::{Algorithm, TrainerContext};
 use crate::train::config::{GoalConditioning, RewardSignalKind, TrainerSettings};
@@ -92,7 +92,8 @@ fn check_memory(behavior: &str, spec: &BehaviorSpec, settings: &TrainerSettings)
     shape.observation_floats = spec.observation_specs.iter().map(|o| o.shape.iter().product::<usize>() as u64).sum();
     // Each observation's first layer: a vector's floats, or an image's encoder output, times
     // the hidden units.
-    let first_layers: u64 = spec.observation_specs.iter().map(|o| SimpleVisualEncoder::of(&o.shape).map_or(o.shape.iter().product::<usize>(), |e| e.flat_size()) as u64).sum();
+    let encoder = settings.network_settings.vis_encode_type;
+    let first_layers: u64 = spec.observation_specs.iter().map(|o| VisualEncoder::new(encoder, &o.shape).map_or(o.shape.iter().product::<usize>(), |e| e.flat_size()) as u64).sum();
     shape.actor_parameters = shape.actor_parameters.saturating_add(first_layers.saturating_mul(hidden));
     match beyond(costs(&sizes, shape), available) {
         Some(cost) => Err(TrainError::Mismatch(format!("{behavior}: {} is {}; with this behavior's {} observation floats a step, {}", cost.key, cost.value, shape.observation_floats, rule(&cost, available)))),
@@ -100,20 +101,30 @@ fn check_memory(behavior: &str, spec: &BehaviorSpec, settings: &TrainerSettings)
     }
 }
 
-/// The observations training can encode: vectors, and images the simple encoder takes.
+/// The observations training can encode: vectors, and images the policy's encoder and each
+/// reward signal's take (0.28's "too small" error otherwise).
 fn check_observations(behavior: &str, spec: &BehaviorSpec, settings: &TrainerSettings) -> Result<(), TrainError> {
-    if let Some(o) = spec.observation_specs.iter().find(|o| o.shape.len() != 1 && SimpleVisualEncoder::of(&o.shape).is_none()) {
-        return Err(TrainError::Unsupported(format!(
-            "behavior {behavior}: observation {:?} has shape {:?}; vectors and images of at least {2}x{2} (the simple encoder) are trained",
-            o.name,
-            o.shape,
-            SimpleVisualEncoder::MIN_SIDE
-        )));
-    }
-    let has_visual = spec.observation_specs.iter().any(|o| o.shape.len() == 3);
-    let encoder = settings.network_settings.vis_encode_type;
-    if has_visual && encoder != crate::train::config::VisualEncoder::Simple {
-        return Err(TrainError::Unsupported(format!("behavior {behavior}: vis_encode_type {encoder:?} is not supported yet (only simple)")));
+    let signals = settings.reward_signals.iter().filter(|(_, s)| s.kind != RewardSignalKind::Extrinsic);
+    let encoders: Vec<(String, VisualEncoderType)> = std::iter::once(("network_settings.vis_encode_type".to_string(), settings.network_settings.vis_encode_type))
+        .chain(signals.map(|(key, s)| (format!("reward_signals.{key}.network_settings.vis_encode_type"), s.network_settings.vis_encode_type)))
+        .collect();
+    for o in &spec.observation_specs {
+        match o.shape.len() {
+            1 => {}
+            3 => {
+                for (setting, encoder) in &encoders {
+                    if let Err(e) = VisualEncoder::new(*encoder, &o.shape) {
+                        return Err(TrainError::Unsupported(format!("behavior {behavior}: observation {:?} of shape {:?} ({setting}: {encoder}): {e}", o.name, o.shape)));
+                    }
+                }
+            }
+            _ => {
+                return Err(TrainError::Unsupported(format!(
+                    "behavior {behavior}: observation {:?} has shape {:?}; vectors and images [height, width, channels] are trained (variable-length observations are not yet)",
+                    o.name, o.shape
+                )))
+            }
+        }
     }
     // With a goal signal, 0.28's default conditions the body's last layer on the goal through a
     // hypernetwork; the plain body trained here would be another network than the one asked for.
@@ -151,6 +162,7 @@ impl BehaviorTrainer {
             num_layers: settings.network_settings.num_layers.max(1),
             normalize: settings.network_settings.normalize,
             memory_size: settings.network_settings.memory.map_or(0, |m| m.memory_size),
+            vis_encode_type: settings.network_settings.vis_encode_type,
             // SAC's actor squashes its Gaussian (sac.md §2.2).
             continuous_head: if settings.trainer_type == "sac" { ContinuousHead::Squashed } else { ContinuousHead::Clipped },
         };
