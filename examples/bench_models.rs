@@ -30,6 +30,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             normalize,
             memory_size,
             vis_encode_type: mlagents::policy::EncoderType::Simple,
+            goal_observations: vec![],
             continuous_head: mlagents::policy::ContinuousHead::default(),
         };
         let weights = Weights::random(&description, k as u64);

@@ -1,5 +1,5 @@
 //! Writes ONNX exports of small random-weight policies (continuous with normalisation,
-//! multi-branch discrete, hybrid, recurrent ones, and one per visual encoder) into a folder, for the peer checks against onnx.checker and
+//! multi-branch discrete, hybrid, recurrent ones, one per visual encoder, and goal-conditioned ones) into a folder, for the peer checks against onnx.checker and
 //! onnxruntime (tests/peer/peer_export.py). `cargo run --example export_random -- DIR`
 
 use mlagents::onnx::export::to_onnx_bytes;
@@ -22,8 +22,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("visual_resnet", ActionSpec::hybrid(1, &[2]), vec![vec![4], vec![17, 15, 3]], true, 0, EncoderType::Resnet),
         ("visual_match3", ActionSpec::discrete(&[4, 2]), vec![vec![9, 8, 6]], false, 0, EncoderType::Match3),
         ("visual_fully_connected", ActionSpec::continuous(1), vec![vec![5, 5, 5]], false, 0, EncoderType::FullyConnected),
+        // Observation 1 is a goal signal conditioning the body (0.28's hypernetwork).
+        ("goal_conditioned", ActionSpec::discrete(&[3]), vec![vec![20, 20, 3], vec![2], vec![4]], true, 0, simple),
+        ("goal_conditioned_recurrent", ActionSpec::continuous(2), vec![vec![3], vec![2]], false, 8, simple),
     ];
     for (k, (name, actions, observation_shapes, normalize, memory_size, vis_encode_type)) in cases.into_iter().enumerate() {
+        let goal_observations = if name.starts_with("goal_conditioned") { vec![1] } else { vec![] };
         let description = PolicyDescription {
             format_version: POLICY_FORMAT_VERSION,
             observation_shapes,
@@ -33,6 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             normalize,
             memory_size,
             vis_encode_type,
+            goal_observations,
             continuous_head: mlagents::policy::ContinuousHead::default(),
         };
         let weights = Weights::random(&description, k as u64);

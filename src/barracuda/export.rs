@@ -181,6 +181,11 @@ pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnMod
     if actions.is_hybrid() {
         return Err(PolicyError::Unsupported("the .nn interface (model API 2) has no hybrid actions; export ONNX".into()));
     }
+    if !description.goal_observations.is_empty() {
+        return Err(PolicyError::Unsupported(
+            "a goal-conditioned policy (goal_conditioning_type: hyper) multiplies each row by its own generated matrix, which the .nn format (model API 2) cannot express; export ONNX, or train with goal_conditioning_type: none".into(),
+        ));
+    }
     let mut b = NnBuilder { blob: TensorBlob::new(), layers: vec![], constants: Layer::new(model::ACTION_OUTPUT_SHAPE, LayerType::Load, &[]) };
     write_constants(&mut b, description)?;
     let mut inputs = vec![];

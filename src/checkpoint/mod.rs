@@ -314,6 +314,7 @@ mod tests {
                 normalize: true,
                 memory_size: 0,
                 vis_encode_type: crate::policy::EncoderType::Simple,
+                goal_observations: vec![],
                 continuous_head: crate::policy::ContinuousHead::default(),
             },
             optimizer: AdamState { step: 7, beta1: 0.9, beta2: 0.999, epsilon: 1e-8 },

@@ -6,7 +6,7 @@
 use crate::spec::model::{self, ModelInput};
 use super::{attr_float, attr_int, attr_ints, value_info, GraphBuilder, FLOAT, INT64};
 use crate::policy::visual::{Step, LEAKY_SLOPE};
-use crate::policy::{names, ContinuousHead, PolicyDescription, PolicyError, VisualEncoder, Weights, LOG_SIGMA_BOUNDS, NORMALIZATION_CLIP};
+use crate::policy::{names, ConditionalBody, ContinuousHead, PolicyDescription, PolicyError, VisualEncoder, Weights, LOG_SIGMA_BOUNDS, NORMALIZATION_CLIP};
 use prost::Message;
 use tract_onnx::pb::{attribute_proto::AttributeType, AttributeProto, ModelProto, TensorProto, ValueInfoProto};
 
@@ -109,17 +109,69 @@ fn body(g: &mut GraphBuilder, description: &PolicyDescription, weights: &Weights
             encodings.push(x);
         }
     }
-    let mut h = if encodings.len() == 1 {
-        encodings.remove(0)
-    } else {
-        g.node("Concat", encodings, vec![attr_int("axis", 1)], "encodings")
+    let concat = |g: &mut GraphBuilder, mut parts: Vec<String>, label: &str| {
+        if parts.len() == 1 { parts.remove(0) } else { g.node("Concat", parts, vec![attr_int("axis", 1)], label) }
     };
+    let goal: Vec<String> = description.goal_observations.iter().filter_map(|i| encodings.get(*i).cloned()).collect();
+    let mut h = concat(g, encodings, "encodings");
+    if let Some(body) = description.conditional_body(0) {
+        if api == OnnxApi::V2 {
+            return Err(PolicyError::Unsupported("goal-conditioned (hypernetwork) policies are exported with model API 3 only".into()));
+        }
+        let goal = concat(g, goal, "goal");
+        return Ok((inputs, conditional_body(g, h, goal, &body, weights)?));
+    }
     for l in 0..description.num_layers {
         let y = linear(g, h, weights, &names::body_weight(l), &names::body_bias(l))?;
-        let s = g.node("Sigmoid", vec![y.clone()], vec![], "swish");
-        h = g.node("Mul", vec![y, s], vec![], "swish");
+        h = swish(g, y);
     }
     Ok((inputs, h))
+}
+
+fn swish(g: &mut GraphBuilder, x: String) -> String {
+    let s = g.node("Sigmoid", vec![x.clone()], vec![], "swish");
+    g.node("Mul", vec![x, s], vec![], "swish")
+}
+
+/// 0.28's `ConditionalEncoder` ([`crate::policy::conditioning`]): plain layers, then the
+/// hypernetwork layer, whose `[input, hidden]` matrix per row multiplies that row (`MatMul` of
+/// `[batch, 1, input]` by `[batch, input, hidden]`, as torch's `bmm` exports).
+fn conditional_body(g: &mut GraphBuilder, x: String, goal: String, body: &ConditionalBody, weights: &Weights) -> Result<String, PolicyError> {
+    use crate::policy::conditioning::{names as hyper, HYPER_LAYERS, LAYER_NORM_EPSILON};
+    let mut h = x;
+    for l in 0..body.hyper_layer() {
+        let y = linear(g, h, weights, &hyper::plain_weight(l), &hyper::plain_bias(l))?;
+        h = swish(g, y);
+    }
+    let l = body.hyper_layer();
+    let mut z = goal;
+    for k in 0..HYPER_LAYERS {
+        let y = linear(g, z, weights, &hyper::hyper_weight(l, k), &hyper::hyper_bias(l, k))?;
+        z = swish(g, y);
+    }
+    // LayerNorm without parameters: (z - mean) / sqrt(mean((z - mean)^2) + eps).
+    let mean = g.node("ReduceMean", vec![z.clone()], vec![attr_ints("axes", &[-1]), attr_int("keepdims", 1)], "layer_norm");
+    let centred = g.node("Sub", vec![z, mean], vec![], "layer_norm");
+    let squared = g.node("Mul", vec![centred.clone(), centred.clone()], vec![], "layer_norm");
+    let variance = g.node("ReduceMean", vec![squared], vec![attr_ints("axes", &[-1]), attr_int("keepdims", 1)], "layer_norm");
+    let epsilon = g.constant("layer_norm_epsilon", &[], vec![LAYER_NORM_EPSILON]);
+    let shifted = g.node("Add", vec![variance, epsilon], vec![], "layer_norm");
+    let std = g.node("Sqrt", vec![shifted], vec![], "layer_norm");
+    let normalised = g.node("Div", vec![centred, std], vec![], "layer_norm");
+    let generated = linear(g, normalised, weights, &hyper::hyper_weight(l, HYPER_LAYERS), &hyper::hyper_bias(l, HYPER_LAYERS))?;
+    let (input, hidden) = (body.hyper_input() as i64, body.hidden as i64);
+    let matrix_shape = g.constant_i64("hypernetwork_matrix_shape", &[3], vec![-1, input, hidden]);
+    let matrices = g.node("Reshape", vec![generated, matrix_shape], vec![], "hypernetwork");
+    let row_shape = g.constant_i64("hypernetwork_row_shape", &[3], vec![-1, 1, input]);
+    let rows = g.node("Reshape", vec![h, row_shape], vec![], "hypernetwork");
+    let product = g.node("MatMul", vec![rows, matrices], vec![], "hypernetwork");
+    let flat_shape = g.constant_i64("hypernetwork_output_shape", &[2], vec![-1, hidden]);
+    let flat = g.node("Reshape", vec![product, flat_shape], vec![], "hypernetwork");
+    let bias_name = hyper::generated_bias(l);
+    let bias = weights.get(&bias_name)?;
+    let bias = g.constant(&bias_name, &[bias.shape[0] as i64], bias.data.clone());
+    let y = g.node("Add", vec![flat, bias], vec![], "hypernetwork");
+    Ok(swish(g, y))
 }
 
 /// A visual encoder on an NCHW input: returns its `[batch, hidden]` output.

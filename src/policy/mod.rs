@@ -4,10 +4,12 @@
 //! A reference forward pass (plain Rust) gives the deterministic outputs the exports must
 //! reproduce.
 
+pub mod conditioning;
 pub mod lstm;
 pub mod parity;
 pub mod visual;
 
+pub use conditioning::ConditionalBody;
 pub use visual::{EncoderType, VisualEncoder};
 
 use crate::spec::ActionSpec;
@@ -31,6 +33,10 @@ pub struct PolicyDescription {
     /// when `simple`, the default).
     #[serde(default, skip_serializing_if = "EncoderType::is_simple")]
     pub vis_encode_type: EncoderType,
+    /// The GOAL_SIGNAL observations that condition the body through 0.28's hypernetwork
+    /// (`goal_conditioning_type: hyper`; [`conditioning`]); empty for the plain Swish MLP.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub goal_observations: Vec<usize>,
     pub action_spec: ActionSpec,
     pub hidden_units: usize,
     pub num_layers: usize,
@@ -182,6 +188,7 @@ impl PolicyDescription {
         }
         compare("continuous actions", self.action_spec.continuous_size.to_string(), other.action_spec.continuous_size.to_string());
         compare("discrete branches", format!("{:?}", self.action_spec.discrete_branches), format!("{:?}", other.action_spec.discrete_branches));
+        compare("goal-conditioned observations", format!("{:?}", self.goal_observations), format!("{:?}", other.goal_observations));
         compare("hidden_units", self.hidden_units.to_string(), other.hidden_units.to_string());
         compare("num_layers", self.num_layers.to_string(), other.num_layers.to_string());
         compare("normalize", self.normalize.to_string(), other.normalize.to_string());
@@ -203,9 +210,25 @@ impl PolicyDescription {
         if self.is_recurrent() { self.memory_size / 2 } else { self.hidden_units }
     }
 
+    /// Width of each observation's encoding (an image's encoder gives `hidden_units`).
+    pub fn encoding_widths(&self) -> Vec<usize> {
+        self.observation_shapes.iter().map(|s| if s.len() == 3 { self.hidden_units } else { s.iter().product::<usize>() }).collect()
+    }
+
     /// Width of the concatenated observation encodings.
     pub fn encoding_width(&self) -> usize {
-        self.observation_shapes.iter().map(|s| if s.len() == 3 { self.hidden_units } else { s.iter().product::<usize>() }).sum()
+        self.encoding_widths().iter().sum()
+    }
+
+    /// The hypernetwork-conditioned body reading the encodings and `action_inputs` more
+    /// values, when the policy has goal observations.
+    pub fn conditional_body(&self, action_inputs: usize) -> Option<ConditionalBody> {
+        if self.goal_observations.is_empty() {
+            return None;
+        }
+        let widths = self.encoding_widths();
+        let goal = self.goal_observations.iter().filter_map(|i| widths.get(*i)).sum();
+        Some(ConditionalBody { input: self.encoding_width() + action_inputs, goal, hidden: self.hidden_units, layers: self.num_layers.max(1) })
     }
 
     /// Floats per row of each observation (images flattened).
@@ -238,9 +261,17 @@ impl PolicyDescription {
             }
         }
         let mut width = self.encoding_width();
-        for l in 0..self.num_layers {
-            shapes.push((names::body_weight(l), vec![self.hidden_units, width]));
-            shapes.push((names::body_bias(l), vec![self.hidden_units]));
+        match self.conditional_body(0) {
+            Some(body) => shapes.extend(body.weight_shapes()),
+            None => {
+                for l in 0..self.num_layers {
+                    shapes.push((names::body_weight(l), vec![self.hidden_units, width]));
+                    shapes.push((names::body_bias(l), vec![self.hidden_units]));
+                    width = self.hidden_units;
+                }
+            }
+        }
+        if self.num_layers > 0 {
             width = self.hidden_units;
         }
         if self.is_recurrent() {
@@ -275,8 +306,16 @@ impl PolicyDescription {
         self.observation_shapes.get(obs).filter(|s| s.len() == 3).and_then(|s| VisualEncoder::new(self.vis_encode_type, s).ok())
     }
 
-    /// Checks that every observation is a vector or an image the encoder takes.
+    /// Checks that every observation is a vector or an image the encoder takes, and that the
+    /// goal observations are distinct observations.
     pub fn check_observations(&self) -> Result<(), PolicyError> {
+        let count = self.observation_shapes.len();
+        let mut goals = self.goal_observations.clone();
+        goals.sort_unstable();
+        goals.dedup();
+        if goals.len() != self.goal_observations.len() || goals.iter().any(|g| *g >= count) {
+            return Err(PolicyError::Unsupported(format!("goal observations {:?} are not distinct observations of the {count}", self.goal_observations)));
+        }
         for s in &self.observation_shapes {
             match s.len() {
                 1 => {}
@@ -415,6 +454,18 @@ fn encode_observations(description: &PolicyDescription, weights: &Weights, obser
     Ok(encoding)
 }
 
+/// The goal observations' columns of the encodings `[n, encoding_width]`, side by side.
+fn goal_columns(description: &PolicyDescription, encodings: &[f32], n: usize) -> Vec<f32> {
+    let widths = description.encoding_widths();
+    let width: usize = widths.iter().sum();
+    let offsets: Vec<usize> = widths.iter().scan(0, |at, w| Some(std::mem::replace(at, *at + w))).collect();
+    let (offsets, widths) = (&offsets, &widths);
+    (0..n)
+        .flat_map(|r| description.goal_observations.iter().flat_map(move |g| (offsets[*g]..offsets[*g] + widths[*g]).map(move |c| r * width + c)))
+        .map(|k| encodings[k])
+        .collect()
+}
+
 /// The deterministic outputs of a policy in plain Rust: `deterministic_continuous_actions`
 /// (`[n, c]`) and `deterministic_discrete_actions` (`[n, branches]`), for `observations`
 /// (one `[n, size]` buffer per observation) and `masks` (`[n, sum of branches]`, 1 = allowed).
@@ -452,9 +503,14 @@ pub fn reference_step(
         return Err(PolicyError::Unsupported(format!("{n} rows need observations of {sizes:?} floats per row (given {given:?} in all) and masks of {total_actions}")));
     }
     let mut h = encode_observations(description, weights, observations, n)?;
-    for l in 0..description.num_layers {
-        h = linear(&h, n, weights.get(&names::body_weight(l))?, weights.get(&names::body_bias(l))?);
-        h.iter_mut().for_each(|v| *v *= 1.0 / (1.0 + (-*v).exp()));
+    if let Some(body) = description.conditional_body(0) {
+        let goal = goal_columns(description, &h, n);
+        h = body.forward_reference(&h, &goal, n, weights)?;
+    } else {
+        for l in 0..description.num_layers {
+            h = linear(&h, n, weights.get(&names::body_weight(l))?, weights.get(&names::body_bias(l))?);
+            h.iter_mut().for_each(|v| *v *= 1.0 / (1.0 + (-*v).exp()));
+        }
     }
     let mut memories_after = vec![];
     if description.is_recurrent() {

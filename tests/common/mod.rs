@@ -42,6 +42,7 @@ pub fn policy_description(
         normalize,
         memory_size: 0,
         vis_encode_type: mlagents::policy::EncoderType::Simple,
+        goal_observations: vec![],
         continuous_head: mlagents::policy::ContinuousHead::default(),
     }
 }

@@ -6,7 +6,8 @@ Run with the trainer's venv (`../shared/tools/peer-setup.sh VENV`, not `--envs-o
 
 For each case: the encoder's state_dict (names, shapes), its parameter count and output
 shape, and, for the small cases, its output on a fixed image with weights set by a formula
-the Rust tests reproduce (`fill` below); and 0.28's "too small" error for each type.
+the Rust tests reproduce (`fill` below); 0.28's "too small" error for each type; and the
+goal-conditioned body (`ConditionalEncoder` with its hypernetwork layer) likewise.
 """
 import json
 import math
@@ -19,6 +20,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from mlagents.trainers.exception import UnityTrainerException  # noqa: E402
 from mlagents.trainers.settings import EncoderType  # noqa: E402
+from mlagents.trainers.torch.conditioning import ConditionalEncoder  # noqa: E402
 from mlagents.trainers.torch.utils import ModelUtils  # noqa: E402
 
 TYPES = ["simple", "nature_cnn", "resnet", "match3", "fully_connected"]
@@ -95,6 +97,33 @@ def case(kind, h, w, c, hidden, forward):
     return entry
 
 
+# ConditionalEncoder cases (goal_conditioning_type: hyper): input width (the goal's columns last),
+# goal width, hidden units, layers.
+CONDITIONAL = [(6, 2, 8, 2), (5, 3, 4, 1), (7, 1, 6, 3)]
+
+
+def conditional(input_size, goal_size, hidden, layers):
+    """The body as NetworkBody builds it (one conditional layer, the last), its state_dict, and
+    its output for rows x (formula as `image`, flat) whose last goal_size columns are the goal."""
+    torch.manual_seed(0)
+    body = ConditionalEncoder(input_size, goal_size, hidden, layers, 1)
+    state = body.state_dict()
+    x = torch.from_numpy(image(3, 1, 1, input_size).reshape(3, input_size) * 2 - 1)
+    with torch.no_grad():
+        for name, t in state.items():
+            t.copy_(fill(name, list(t.shape)))
+        y = body(x, x[:, input_size - goal_size:])
+    return {
+        "input": input_size,
+        "goal": goal_size,
+        "hidden_units": hidden,
+        "num_layers": layers,
+        "weights": [[name, list(t.shape)] for name, t in state.items()],
+        "parameters": sum(p.numel() for p in body.parameters()),
+        "output": y.numpy().astype(float).tolist(),
+    }
+
+
 def too_small(kind):
     minimum = ModelUtils.MIN_RESOLUTION_FOR_ENCODER[EncoderType(kind)]
     try:
@@ -109,6 +138,7 @@ def main():
         "made_by": "tests/peer/encoder_reference.py with mlagents 0.28.0 and torch " + torch.__version__.split("+")[0],
         "cases": [case(*c, forward=False) for c in SHIPPED] + [case(*c, forward=True) for c in FORWARD],
         "minimums": [too_small(kind) for kind in TYPES],
+        "conditional": [conditional(*c) for c in CONDITIONAL],
     }
     with open(sys.argv[1], "w") as f:
         json.dump(out, f, indent=1)

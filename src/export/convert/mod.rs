@@ -134,6 +134,7 @@ fn record_inputs(layout: &LegacyLayout, trained: Option<(Vec<f32>, Vec<f32>)>, b
             normalize: false,
             memory_size: m,
             vis_encode_type: crate::policy::EncoderType::Simple,
+            goal_observations: vec![],
             continuous_head: crate::policy::ContinuousHead::default(),
         },
         files: Default::default(),

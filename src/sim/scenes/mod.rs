@@ -43,6 +43,8 @@ pub const SCENES: &[SceneInfo] = &[
     SceneInfo { name: "SimpleVisualHybrid", description: "test suite SimpleEnvironment, one 20x20x3 image, 1 continuous + 1 branch of 2" },
     SceneInfo { name: "SimpleVisualAdvanced", description: "test suite SimpleEnvironment, one 36x36x3 image (nature_cnn, resnet), 1 branch of 2, step 0.5" },
     SceneInfo { name: "SimpleVisualBoard", description: "test suite SimpleEnvironment, one 5x5x5 image (match3's board size), 1 branch of 2, step 0.5" },
+    SceneInfo { name: "Goal1DDiscrete", description: "test suite SimpleEnvironment, the goal sign a GOAL_SIGNAL observation (hypernetwork conditioning), 1 branch of 2" },
+    SceneInfo { name: "Goal1DContinuous", description: "test suite SimpleEnvironment, the goal sign a GOAL_SIGNAL observation (hypernetwork conditioning), 1 continuous action" },
     SceneInfo { name: "Memory1DDiscrete", description: "test suite MemoryEnvironment (goal shown 3 steps), 1 branch of 2" },
     SceneInfo { name: "Memory1DContinuous", description: "test suite MemoryEnvironment (goal shown 3 steps), 1 continuous action" },
     SceneInfo { name: "Memory1DContinuousWide", description: "Memory1DContinuous with step 0.5 (test_recurrent_sac's continuous case)" },
@@ -86,6 +88,8 @@ pub fn build(name: &str) -> Option<Box<dyn Scene>> {
             let visual_shape = if name == "SimpleVisualAdvanced" { [36, 36, 3] } else { [5, 5, 5] };
             Box::new(SimpleScene::new(SimpleConfig { num_vector: 0, num_visual: 1, visual_shape, ..simple(0, 1, 0.5) }))
         }
+        "Goal1DDiscrete" => Box::new(SimpleScene::new(SimpleConfig { goal_signal: true, ..simple(0, 1, 0.2) })),
+        "Goal1DContinuous" => Box::new(SimpleScene::new(SimpleConfig { goal_signal: true, ..simple(1, 0, 0.2) })),
         "Memory1DDiscrete" => Box::new(SimpleScene::new(SimpleConfig { memory: true, ..simple(0, 1, 0.2) })),
         "Memory1DContinuous" => Box::new(SimpleScene::new(SimpleConfig { memory: true, ..simple(1, 0, 0.2) })),
         "Memory1DContinuousWide" => Box::new(SimpleScene::new(SimpleConfig { memory: true, ..simple(1, 0, 0.5) })),

@@ -4,7 +4,7 @@
 
 use crate::comm::side_channel::StatsAggregation;
 use crate::sim::scene::{AgentDef, BehaviorDef, ObservationDef, Scene, SceneContext};
-use crate::spec::{ActionSpec, ObservationSpec};
+use crate::spec::{ActionSpec, ObservationSpec, ObservationType};
 use rand::Rng;
 
 /// Penalty per step.
@@ -28,6 +28,8 @@ pub struct SimpleConfig {
     pub num_visual: usize,
     /// Each image's `[height, width, channels]` (the test suite's 20x20x3 by default).
     pub visual_shape: [usize; 3],
+    /// The vector observations are GOAL_SIGNAL observations (0.28's `goal_indices`).
+    pub goal_signal: bool,
     /// Hide the goal after the first steps (MemoryEnvironment).
     pub memory: bool,
     /// Agents per behavior, all in group 1 when more than one (MultiAgentEnvironment).
@@ -46,6 +48,7 @@ impl SimpleConfig {
             vector_size: 1,
             num_visual: 0,
             visual_shape: [20, 20, 3],
+            goal_signal: false,
             memory: false,
             group_size: 1,
         }
@@ -97,7 +100,13 @@ impl Scene for SimpleScene {
     fn behaviors(&self) -> Vec<BehaviorDef> {
         let c = &self.config;
         let mut observations: Vec<ObservationDef> = (0..c.num_vector)
-            .map(|i| ObservationDef::floats(ObservationSpec::vector(c.vector_size, &format!("VectorSensor_{i}"))))
+            .map(|i| {
+                let mut spec = ObservationSpec::vector(c.vector_size, &format!("VectorSensor_{i}"));
+                if c.goal_signal {
+                    spec.observation_type = ObservationType::GoalSignal;
+                }
+                ObservationDef::floats(spec)
+            })
             .collect();
         observations.extend((0..c.num_visual).map(|i| {
             let [h, w, channels] = c.visual_shape;

@@ -139,6 +139,7 @@ mod tests {
             normalize: false,
             memory_size: 10,
             vis_encode_type: crate::policy::EncoderType::Simple,
+            goal_observations: vec![],
             continuous_head: crate::policy::ContinuousHead::default(),
         };
         let vs = nn::VarStore::new(Device::Cpu);

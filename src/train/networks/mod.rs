@@ -196,7 +196,52 @@ impl Lstm {
 pub struct Body {
     processors: Vec<Processor>,
     layers: Vec<nn::Linear>,
+    /// The last layer of a goal-conditioned body, and the goal observations it reads.
+    hyper: Option<(HyperLayer, Vec<usize>)>,
     lstm: Option<Lstm>,
+}
+
+/// 0.28's `HyperNetwork` layer ([`crate::policy::conditioning`]): the goal encodings generate an
+/// `[input, hidden]` matrix per row.
+struct HyperLayer {
+    hypernet: Vec<nn::Linear>,
+    bias: Tensor,
+    input: i64,
+    hidden: i64,
+}
+
+impl HyperLayer {
+    fn new(p: nn::Path, input: i64, goal: i64, hidden: i64) -> Self {
+        use crate::policy::conditioning::HYPER_LAYERS;
+        let net = &p / "hypernet";
+        let mut hypernet = vec![];
+        let mut width = goal;
+        for k in 0..HYPER_LAYERS {
+            hypernet.push(kaiming_linear(&net / (2 * k), width, hidden, 1.0));
+            width = hidden;
+        }
+        // 0.28 draws the flat output layer again, uniform in ±√(1 / (hidden · input)).
+        let bound = (1.0 / (hidden * input) as f64).sqrt();
+        let config = nn::LinearConfig { ws_init: nn::Init::Uniform { lo: -bound, up: bound }, bs_init: Some(nn::Init::Const(0.0)), bias: true };
+        hypernet.push(nn::linear(&net / (2 * HYPER_LAYERS + 1), hidden, input * hidden, config));
+        let bias = p.var("bias", &[hidden], nn::Init::Const(0.0));
+        Self { hypernet, bias, input, hidden }
+    }
+
+    fn forward(&self, x: &Tensor, goal: &Tensor) -> Tensor {
+        use crate::policy::conditioning::LAYER_NORM_EPSILON;
+        let (flat, hidden_layers) = self.hypernet.split_last().expect("a hypernetwork has layers");
+        let mut z = goal.shallow_clone();
+        for layer in hidden_layers {
+            z = layer.forward(&z).silu();
+        }
+        let mean = z.mean_dim(-1, true, Kind::Float);
+        let centred = &z - mean;
+        let variance = (&centred * &centred).mean_dim(-1, true, Kind::Float);
+        let normalised = centred / (variance + LAYER_NORM_EPSILON as f64).sqrt();
+        let matrices = flat.forward(&normalised).view([-1, self.input, self.hidden]);
+        (x.unsqueeze(1).bmm(&matrices).squeeze_dim(1) + &self.bias).silu()
+    }
 }
 
 /// A linear layer with ML-Agents' `KaimingHeNormal` initialisation (linear gain: standard
@@ -221,15 +266,23 @@ impl Body {
                 None => Processor::Vector(d.normalize.then(|| Normalizer::new(&encoder / i / "normalizer", s[0] as i64))),
             })
             .collect();
-        let seq = p / "_body_endoder" / "seq_layers";
+        let conditional = d.conditional_body(action_inputs);
+        // 0.28's `ConditionalEncoder` names its layers `layers`, the plain `LinearEncoder`
+        // `seq_layers`; the conditional one's last layer is the hypernetwork.
+        let seq = p / "_body_endoder" / if conditional.is_some() { "layers" } else { "seq_layers" };
         let mut width = (d.encoding_width() + action_inputs) as i64;
         let mut layers = vec![];
-        for l in 0..d.num_layers.max(1) {
+        let plain_layers = d.num_layers.max(1) - usize::from(conditional.is_some());
+        for l in 0..plain_layers {
             layers.push(kaiming_linear(&seq / (2 * l), width, d.hidden_units as i64, 1.0));
             width = d.hidden_units as i64;
         }
+        let hyper = conditional.map(|body| {
+            let layer = HyperLayer::new(&seq / (2 * body.hyper_layer()), body.hyper_input() as i64, body.goal as i64, body.hidden as i64);
+            (layer, d.goal_observations.clone())
+        });
         let lstm = (d.memory_size > 0).then(|| Lstm::new(p / "lstm" / "lstm", d.hidden_units as i64, d.memory_size as i64 / 2));
-        Self { processors, layers, lstm }
+        Self { processors, layers, hyper, lstm }
     }
 
     /// The encoding `[rows, width]` (width `memory_size / 2` with an LSTM, else
@@ -269,12 +322,16 @@ impl Body {
 
     fn mlp(&self, observations: &[Tensor], action: Option<&Tensor>) -> Tensor {
         let mut encoded = self.encodings(observations);
+        let goal = self.hyper.as_ref().map(|(_, goals)| Tensor::cat(&goals.iter().map(|g| encoded[*g].shallow_clone()).collect::<Vec<_>>(), 1));
         encoded.extend(action.map(Tensor::shallow_clone));
         let mut h = Tensor::cat(&encoded, 1);
         for layer in &self.layers {
             h = layer.forward(&h).silu();
         }
-        h
+        match (&self.hyper, goal) {
+            (Some((layer, _)), Some(goal)) => layer.forward(&h, &goal),
+            _ => h,
+        }
     }
 
     /// Takes `other`'s normalisers (count, mean, variance), as 0.28's SAC copies the actor's

@@ -194,6 +194,7 @@ mod tests {
             normalize: false,
             memory_size: 0,
             vis_encode_type: crate::policy::EncoderType::Simple,
+            goal_observations: vec![],
             continuous_head: ContinuousHead::default(),
         }
     }

@@ -19,7 +19,7 @@ use crate::checkpoint::AdamState;
 use crate::demo::DemoRow;
 use crate::comm::side_channel::StatsAggregation;
 use crate::policy::{PolicyDescription, Weights};
-use crate::train::config::{RewardSignal, RewardSignalKind};
+use crate::train::config::{GoalConditioning, RewardSignal, RewardSignalKind};
 use crate::train::networks::adam::Adam;
 use crate::train::networks::{load_variables, variables};
 use crate::train::stats::StatsReporter;
@@ -81,10 +81,16 @@ pub trait RewardProvider: Send {
 }
 
 /// A signal's view of the behavior's description: the behavior's observations and actions
-/// with the signal's own network settings, feed-forward.
+/// with the signal's own network settings, feed-forward, conditioned on the goal signals as
+/// the behavior is when its own `goal_conditioning_type` is `hyper` (the trainer refuses a
+/// `hyper` signal beside a `none` behavior).
 pub fn signal_description(behavior: &PolicyDescription, signal: &RewardSignal) -> PolicyDescription {
     let n = &signal.network_settings;
-    PolicyDescription { hidden_units: n.hidden_units, num_layers: n.num_layers.max(1), normalize: n.normalize, memory_size: 0, vis_encode_type: n.vis_encode_type, ..behavior.clone() }
+    let goal_observations = match n.goal_conditioning_type {
+        GoalConditioning::Hyper => behavior.goal_observations.clone(),
+        GoalConditioning::None => vec![],
+    };
+    PolicyDescription { hidden_units: n.hidden_units, num_layers: n.num_layers.max(1), normalize: n.normalize, memory_size: 0, vis_encode_type: n.vis_encode_type, goal_observations, ..behavior.clone() }
 }
 
 /// The root a signal's variables are named under (`reward_signals.<key>.`).

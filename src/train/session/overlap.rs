@@ -186,6 +186,7 @@ mod tests {
             normalize: true,
             memory_size: 0,
             vis_encode_type: crate::policy::EncoderType::Simple,
+            goal_observations: vec![],
             continuous_head: ContinuousHead::default(),
         };
         let store = nn::VarStore::new(Device::Cpu);

@@ -126,20 +126,13 @@ fn check_observations(behavior: &str, spec: &BehaviorSpec, settings: &TrainerSet
             }
         }
     }
-    // With a goal signal, 0.28's default conditions the body's last layer on the goal through a
-    // hypernetwork; the plain body trained here would be another network than the one asked for.
+    // A signal's network is conditioned on the goal signals as the policy's is; a signal asking
+    // for the hypernetwork beside a policy that does not is refused.
     let goal = spec.observation_specs.iter().find(|o| o.observation_type == ObservationType::GoalSignal);
-    if let (Some(goal), GoalConditioning::Hyper) = (goal, settings.network_settings.goal_conditioning_type) {
-        return Err(TrainError::Unsupported(format!(
-            "behavior {behavior}: observation {:?} is a goal signal, and goal_conditioning_type: hyper (the default) conditions the network on it through a hypernetwork, which is not trained here yet; set network_settings.goal_conditioning_type: none to train the plain network on every observation (as 0.28 does with none)",
-            goal.name
-        )));
-    }
-    // The intrinsic signals' networks are conditioned the same way, by their own settings.
     let hyper_signal = settings.reward_signals.iter().find(|(_, s)| s.kind != RewardSignalKind::Extrinsic && s.network_settings.goal_conditioning_type == GoalConditioning::Hyper);
-    if let (Some(goal), Some((key, _))) = (goal, hyper_signal) {
+    if let (Some(goal), Some((key, _)), GoalConditioning::None) = (goal, hyper_signal, settings.network_settings.goal_conditioning_type) {
         return Err(TrainError::Unsupported(format!(
-            "behavior {behavior}: observation {:?} is a goal signal, and the {key} reward signal's goal_conditioning_type: hyper (its default) conditions its network on it through a hypernetwork, which is not trained here yet; set reward_signals.{key}.network_settings.goal_conditioning_type: none",
+            "behavior {behavior}: observation {:?} is a goal signal; the {key} reward signal's goal_conditioning_type is hyper (its default) while the behavior's is none, which is not trained here; set reward_signals.{key}.network_settings.goal_conditioning_type: none too",
             goal.name
         )));
     }
@@ -163,6 +156,12 @@ impl BehaviorTrainer {
             normalize: settings.network_settings.normalize,
             memory_size: settings.network_settings.memory.map_or(0, |m| m.memory_size),
             vis_encode_type: settings.network_settings.vis_encode_type,
+            // 0.28's default conditions the body's last layer on the goal signals through a
+            // hypernetwork (`goal_conditioning_type: hyper`).
+            goal_observations: match settings.network_settings.goal_conditioning_type {
+                GoalConditioning::Hyper => spec.observation_specs.iter().enumerate().filter(|(_, o)| o.observation_type == ObservationType::GoalSignal).map(|(i, _)| i).collect(),
+                GoalConditioning::None => vec![],
+            },
             // SAC's actor squashes its Gaussian (sac.md §2.2).
             continuous_head: if settings.trainer_type == "sac" { ContinuousHead::Squashed } else { ContinuousHead::Clipped },
         };
@@ -559,18 +558,17 @@ mod tests {
         RunOptions::from_yaml(yaml, "t.yaml").unwrap().behaviors["B"].clone()
     }
 
-    /// A goal signal under the default `hyper` conditioning is refused, naming the way out;
-    /// `none`, or no goal signal, trains.
+    /// Goal signals train under `hyper` (0.28's default) and `none`, signals included, except a
+    /// `hyper` signal beside a `none` policy, refused naming the way out.
     #[test]
-    fn goal_signals_need_goal_conditioning_none() {
-        let hyper = settings("behaviors:\n  B: {}\n");
-        let error = check_observations("B", &goal_behavior(), &hyper).unwrap_err().to_string();
-        assert!(error.contains("\"goal\" is a goal signal") && error.contains("goal_conditioning_type: none"), "{error}");
+    fn goal_signals_train_under_either_conditioning() {
+        let hyper = settings("behaviors:\n  B:\n    reward_signals: {extrinsic: {}, rnd: {}}\n");
+        check_observations("B", &goal_behavior(), &hyper).unwrap();
         let none = settings("behaviors:\n  B:\n    network_settings: {goal_conditioning_type: none}\n");
         check_observations("B", &goal_behavior(), &none).unwrap();
         let signal = settings("behaviors:\n  B:\n    network_settings: {goal_conditioning_type: none}\n    reward_signals: {rnd: {}}\n");
         let error = check_observations("B", &goal_behavior(), &signal).unwrap_err().to_string();
-        assert!(error.contains("reward_signals.rnd.network_settings.goal_conditioning_type: none"), "{error}");
+        assert!(error.contains("\"goal\" is a goal signal") && error.contains("reward_signals.rnd.network_settings.goal_conditioning_type: none"), "{error}");
         let no_goal = BehaviorSpec { observation_specs: vec![ObservationSpec::vector(3, "position")], action_spec: ActionSpec::discrete(&[3]) };
         check_observations("B", &no_goal, &hyper).unwrap();
     }
