@@ -95,6 +95,15 @@ fn check_memory(behavior: &str, spec: &BehaviorSpec, settings: &TrainerSettings)
     let encoder = settings.network_settings.vis_encode_type;
     let first_layers: u64 = spec.observation_specs.iter().map(|o| VisualEncoder::new(encoder, &o.shape).map_or(o.shape.iter().product::<usize>(), |e| e.flat_size()) as u64).sum();
     shape.actor_parameters = shape.actor_parameters.saturating_add(first_layers.saturating_mul(hidden));
+    // A goal-conditioned body's hypernetwork generates an [input, hidden] matrix from `hidden`
+    // values: hidden · input · hidden more weights.
+    let network = &settings.network_settings;
+    let has_goal = spec.observation_specs.iter().any(|o| o.observation_type == ObservationType::GoalSignal);
+    if has_goal && network.goal_conditioning_type == GoalConditioning::Hyper {
+        let encodings: u64 = spec.observation_specs.iter().map(|o| if o.shape.len() == 3 { hidden } else { o.shape.iter().product::<usize>() as u64 }).sum();
+        let input = if network.num_layers > 1 { hidden } else { encodings };
+        shape.actor_parameters = shape.actor_parameters.saturating_add(hidden.saturating_mul(input).saturating_mul(hidden));
+    }
     match beyond(costs(&sizes, shape), available) {
         Some(cost) => Err(TrainError::Mismatch(format!("{behavior}: {} is {}; with this behavior's {} observation floats a step, {}", cost.key, cost.value, shape.observation_floats, rule(&cost, available)))),
         None => Ok(()),
