@@ -232,3 +232,63 @@ fn imitation_is_checkpointed_and_resumed_exactly() {
     assert!(steps(&last_state).0 > steps(&state).0 && steps(&last_state).1 > steps(&state).1, "{state} then {last_state}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Killed (SIGKILL) while training with curiosity and GAIL, then `--resume`: the reward
+/// signals' networks (curiosity's forward and inverse models, the discriminator) and their Adam
+/// moments and step counts come back exactly as the latest checkpoint holds them, and go on
+/// counting when training goes on.
+#[test]
+fn curiosity_and_gail_resume_after_a_kill() {
+    use common::{finish, spawn_learn};
+    use std::time::Duration;
+    let dir = temp_dir("signals-kill");
+    let demo = record_expert("Simple1DDiscrete", 20, &dir);
+    let config = dir.join("config.yaml");
+    let yaml = |max_steps: u64| {
+        format!(
+            "behaviors:\n  1D:\n    hyperparameters: {{batch_size: 16, buffer_size: 64}}\n    network_settings: {{hidden_units: 16}}\n    \
+             reward_signals:\n      extrinsic: {{}}\n      curiosity: {{strength: 0.02, network_settings: {{hidden_units: 16}}}}\n      \
+             gail: {{strength: 0.1, demo_path: {}, network_settings: {{hidden_units: 16}}}}\n    \
+             max_steps: {max_steps}\n    summary_freq: 500\n    checkpoint_interval: 400\nenv_settings: {{base_port: 0, seed: 3}}\n",
+            demo.display()
+        )
+    };
+    std::fs::write(&config, yaml(10_000_000)).unwrap();
+    let mut child = spawn_learn(&config, "run", &dir, &[]);
+    let behavior_dir = dir.join("run/1D");
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    while checkpoint::list(&behavior_dir, "1D").len() < 3 {
+        assert!(std::time::Instant::now() < deadline, "no checkpoints after 180 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let saved = checkpoint::latest(&behavior_dir, "1D").unwrap();
+    let tensors = common::tensors_without_rollouts(&saved);
+    for prefix in ["reward_signals.curiosity.", "reward_signals.gail.", "optimizer.m.reward_signals.curiosity.", "optimizer.m.reward_signals.gail."] {
+        assert!(tensors.keys().any(|k| k.starts_with(prefix)), "no {prefix}* in the checkpoint");
+    }
+    let adam_steps = |c: &checkpoint::Checkpoint| {
+        let state = c.description.trainer_state.clone().unwrap();
+        ["curiosity", "gail"].map(|s| state["reward_signals"][s]["adam"]["step"].as_u64().unwrap_or_else(|| panic!("{s}: {state}")))
+    };
+    let saved_steps = adam_steps(&saved);
+    assert!(saved_steps.iter().all(|s| *s > 0), "{saved_steps:?}");
+
+    // Nothing left to train: the checkpoint written at the resumed step is the one killed.
+    std::fs::write(&config, yaml(1)).unwrap();
+    let (ok, log) = finish(spawn_learn(&config, "run", &dir, &["--resume"]));
+    assert!(ok, "{log}");
+    let restored = checkpoint::at_step(&behavior_dir, "1D", saved.description.step).unwrap();
+    assert!(common::tensors_without_rollouts(&restored) == tensors, "resumed signals or moments differ from the checkpoint");
+    assert_eq!(restored.description.trainer_state, saved.description.trainer_state);
+
+    // Training on: the signals' optimizers count on from the saved steps.
+    std::fs::write(&config, yaml(saved.description.step + 600)).unwrap();
+    let (ok, log) = finish(spawn_learn(&config, "run", &dir, &["--resume"]));
+    assert!(ok, "{log}");
+    let last = checkpoint::latest(&behavior_dir, "1D").unwrap();
+    let last_steps = adam_steps(&last);
+    assert!(last_steps.iter().zip(saved_steps).all(|(l, s)| *l > s), "{saved_steps:?} then {last_steps:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}
