@@ -83,15 +83,57 @@ fn two_of_three_solve(name: &str, scene: &str, config: impl Fn(i64) -> RunOption
     assert!(scores.iter().filter(|s| **s > 0.9).count() >= 2, "{name} on {scene}: fewer than 2 of 3 seeds reached 0.9: {scores:?}");
 }
 
-/// test_gail: GAIL alone (no extrinsic reward) with behavioral cloning over 1000 steps, 500 steps.
+/// The committed demonstrations of `scene` (models/demos, `scripts/regen-demos.sh`): a PPO
+/// policy trained here on the scene, played by our runner and recorded by its `--record-demo`.
+fn committed_demo(scene: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("models/demos/{scene}.demo"))
+}
+
+/// test_gail: GAIL alone (no extrinsic reward) with behavioral cloning over 1000 steps, 500
+/// steps, from the committed demonstrations of a trained policy.
 fn gail_with_cloning(trainer: &str, scene: &str) {
-    let dir = temp_dir(&format!("gail-{trainer}-{scene}"));
-    let demo = record_expert(scene, 20, &dir);
+    let demo = committed_demo(scene);
     let demo = demo.display();
     two_of_three_solve(&format!("{trainer} GAIL + BC"), scene, |seed| {
         dummy_config(trainer, &format!("{{gail: {{gamma: 0.99, strength: 1.0, demo_path: {demo}}}}}"), &format!("    behavioral_cloning: {{demo_path: {demo}, steps: 1000, strength: 1.0}}\n"), 500, seed)
     });
-    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The committed demonstrations pair each observation with the action taken from it: the
+/// policy they were recorded from, run on each row's observation, gives that row's action,
+/// and it is the optimal one (towards the goal shown). 0.28's pairing (each record's
+/// observation with the previous decision's action) does not: its first row of every episode
+/// carries the last action of the episode before or none.
+#[test]
+fn committed_demonstrations_pair_observations_with_the_actions_taken_from_them() {
+    use mlagents::demo::{read, training_rows, Pairing};
+    for scene in ["Simple1DDiscrete", "Simple1DContinuous"] {
+        let demo = read(&committed_demo(scene)).unwrap();
+        assert_eq!(demo.episodes(), 20, "{scene}");
+        let onnx = committed_demo(scene).with_extension("onnx");
+        let policy = OnnxPolicy::from_bytes(&std::fs::read(&onnx).unwrap(), scene, LoadOptions::default()).unwrap();
+        let action_of = |observation: &[f32]| {
+            let mut inputs = NamedTensors::new();
+            inputs.insert("obs_0".into(), TensorData { shape: vec![1, 1], data: observation.to_vec() });
+            if scene.ends_with("Discrete") {
+                inputs.insert("action_masks".into(), TensorData { shape: vec![1, 2], data: vec![1.0, 1.0] });
+            }
+            let outputs = policy.run(&inputs).unwrap();
+            if scene.ends_with("Discrete") { outputs["deterministic_discrete_actions"].data[0] } else { outputs["deterministic_continuous_actions"].data[0] }
+        };
+        let recorded = |row: &mlagents::demo::DemoRow| if scene.ends_with("Discrete") { row.discrete[0] as f32 } else { row.continuous[0] };
+        let rows = training_rows(std::slice::from_ref(&demo), Pairing::ActionTaken);
+        assert_eq!(rows.len(), 100, "{scene}: 20 episodes of 5 decisions");
+        for row in &rows {
+            let (goal, action) = (row.observations[0][0], recorded(row));
+            assert!((action_of(&row.observations[0]) - action).abs() < 1e-5, "{scene}: goal {goal}, recorded {action}");
+            let towards_goal = if scene.ends_with("Discrete") { (action > 0.5) == (goal > 0.0) } else { action.signum() == goal.signum() };
+            assert!(towards_goal, "{scene}: goal {goal}, action {action}");
+        }
+        let compat = training_rows(std::slice::from_ref(&demo), Pairing::Compat0_28);
+        let mismatched = compat.iter().filter(|row| (action_of(&row.observations[0]) - recorded(row)).abs() > 1e-5).count();
+        assert!(mismatched > 0, "{scene}: 0.28's pairing matched the policy on every row");
+    }
 }
 
 #[test]
