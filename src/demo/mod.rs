@@ -152,8 +152,9 @@ pub fn read(path: &Path) -> Result<Demonstration, DemoError> {
         return Err(format_error(path, format!("the metadata counts {expected} records, the file holds {}", infos.len())));
     }
     let first = infos.first().and_then(|p| p.agent_info.as_ref()).ok_or_else(|| format_error(path, "no records"))?;
-    let spec = BehaviorSpec { observation_specs: first.observations.iter().map(observation::spec_from_proto).collect(), action_spec };
-    let records = infos.iter().enumerate().map(|(k, pair)| record_from_proto(pair, &spec, path, k)).collect::<Result<_, _>>()?;
+    let mut spec = BehaviorSpec { observation_specs: first.observations.iter().map(observation::spec_from_proto).collect(), action_spec };
+    let mut records: Vec<DemoRecord> = infos.iter().enumerate().map(|(k, pair)| record_from_proto(pair, &spec, path, k)).collect::<Result<_, _>>()?;
+    to_channels_last(&mut spec, &mut records);
     let metadata = DemoMetadata {
         api_version: meta.api_version,
         name: meta.demonstration_name,
@@ -162,6 +163,29 @@ pub fn read(path: &Path) -> Result<Demonstration, DemoError> {
         mean_reward: meta.mean_reward,
     };
     Ok(Demonstration { path: path.to_path_buf(), metadata, behavior_name: brain.brain_name, spec, records })
+}
+
+/// Images that com.unity.ml-agents 3.x declares channel-first (`[C, H, W]`, dimension
+/// properties (none, translational equivariance ×2)) made `[H, W, C]`, as every earlier release
+/// and every environment this trainer serves sends them: the spec's shape and properties and
+/// each record's values (0.28 refuses such files; reward-signals.md §7.4).
+fn to_channels_last(spec: &mut BehaviorSpec, records: &mut [DemoRecord]) {
+    use crate::spec::DimensionProperty::{None as Plain, TranslationalEquivariance as Spatial};
+    for (i, o) in spec.observation_specs.iter_mut().enumerate() {
+        let (&[c, h, w], [Plain, Spatial, Spatial]) = (o.shape.as_slice(), o.dimension_properties.as_slice()) else { continue };
+        o.shape = vec![h, w, c];
+        o.dimension_properties = vec![Spatial, Spatial, Plain];
+        for record in records.iter_mut() {
+            let chw = &record.observations[i];
+            let mut hwc = vec![0.0; chw.len()];
+            for ch in 0..c {
+                for p in 0..h * w {
+                    hwc[p * c + ch] = chw[ch * h * w + p];
+                }
+            }
+            record.observations[i] = hwc;
+        }
+    }
 }
 
 fn record_from_proto(pair: &AgentInfoActionPairProto, spec: &BehaviorSpec, path: &Path, k: usize) -> Result<DemoRecord, DemoError> {

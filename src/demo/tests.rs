@@ -117,3 +117,27 @@ fn folders_read_in_order_and_specs_are_checked() {
     assert!(error.contains("observations") && error.contains("[2]") && error.contains("[3]"), "{error}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A file of com.unity.ml-agents 3.x declares its images channel-first (`[C, H, W]`): they are
+/// read as `[H, W, C]`, values moved to match, so that they fit a policy of the same scene.
+#[test]
+fn channel_first_images_are_read_channel_last() {
+    use crate::spec::DimensionProperty::{None as Plain, TranslationalEquivariance as Spatial};
+    let (c, h, w) = (2, 3, 4);
+    let image = ObservationSpec { shape: vec![c, h, w], dimension_properties: vec![Plain, Spatial, Spatial], ..ObservationSpec::visual_hwc(h, w, c, "camera") };
+    let spec = BehaviorSpec { observation_specs: vec![image, ObservationSpec::vector(1, "goal")], action_spec: ActionSpec::discrete(&[2]) };
+    // Value (ch, y, x) = 100 ch + 10 y + x, written in CHW order.
+    let chw: Vec<f32> = (0..c).flat_map(|ch| (0..h).flat_map(move |y| (0..w).map(move |x| (100 * ch + 10 * y + x) as f32))).collect();
+    let records: Vec<DemoRecord> = (0..3)
+        .map(|k| DemoRecord { observations: vec![chw.clone(), vec![k as f32]], reward: 0.0, done: k == 2, interrupted: false, agent_id: 1, action_mask: vec![], continuous: vec![], discrete: vec![1] })
+        .collect();
+    let path = temp("channel-first").join("camera.demo");
+    write(&path, "camera", "B?team=0", &spec, &records).unwrap();
+    let demo = read(&path).unwrap();
+    assert_eq!(demo.spec.observation_specs[0].shape, vec![h, w, c]);
+    assert_eq!(demo.spec.observation_specs[0].dimension_properties, vec![Spatial, Spatial, Plain]);
+    let hwc: Vec<f32> = (0..h).flat_map(|y| (0..w).flat_map(move |x| (0..c).map(move |ch| (100 * ch + 10 * y + x) as f32))).collect();
+    assert!(demo.records.iter().all(|r| r.observations[0] == hwc));
+    let policy = BehaviorSpec { observation_specs: vec![ObservationSpec::visual_hwc(h, w, c, "camera"), ObservationSpec::vector(1, "goal")], action_spec: ActionSpec::discrete(&[2]) };
+    demo.check_spec(&policy).unwrap();
+}
