@@ -159,3 +159,20 @@ fn a_match_waits_for_a_team_that_spawns_late() {
     assert!(error.contains("only team 0 has appeared") && error.contains(&format!("after {TEAM_WAIT_STEPS} environment steps")), "{error}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Unity's own GridWorld policy (a CNN on the 64x84 camera) plays the stand-in's camera image as
+/// it plays Unity's scene: within 10% of the scene's benchmark (0.8), actions sampled as Unity
+/// samples them, 180 episodes (20 per area).
+#[test]
+fn unity_gridworld_policy_scores_near_its_benchmark_on_the_camera() {
+    let policy = Policy::load(&models_dir().join("nn/GridWorld.nn"), LoadOptions::default()).unwrap();
+    let mut env = common::start("GridWorld");
+    env.reset().unwrap();
+    let spec = env.behavior_specs()["GridWorld?team=0"].clone();
+    let mut driver = PolicyDriver::new(policy, "GridWorld?team=0", &spec, false, 1).unwrap();
+    let report = play(&mut env, &mut driver, 180, 100_000).unwrap();
+    env.close().unwrap();
+    eprintln!("GridWorld.nn on sim:GridWorld: mean reward {:.3} over {} episodes", report.mean_reward, report.episodes);
+    assert_eq!(report.episodes, 180);
+    assert!(report.mean_reward >= 0.72, "GridWorld.nn scored {:.3}, below 0.72 (the benchmark 0.8 less 10%)", report.mean_reward);
+}

@@ -6,16 +6,21 @@
 use crate::sim::scene::{AgentDef, BehaviorDef, ObservationDef, Scene, SceneContext};
 use crate::spec::{ActionSpec, ObservationSpec};
 use rand::Rng;
+use std::f32::consts::FRAC_1_SQRT_2;
 
 const AREAS: usize = 9;
 const MAX_STEP: u32 = 100;
 const HEIGHT: usize = 64;
 const WIDTH: usize = 84;
-const AGENT_COLOR: [f32; 3] = [0.1, 0.2, 0.9];
-const GOAL_COLOR: [f32; 3] = [0.1, 0.9, 0.1];
-const PIT_COLOR: [f32; 3] = [0.9, 0.1, 0.1];
-const FLOOR_COLOR: [f32; 3] = [0.75, 0.75, 0.75];
-const WALL_COLOR: [f32; 3] = [0.3, 0.3, 0.3];
+// Flat colours (the scene's materials and lighting are not reproduced): a dark floor, grey
+// walls, a blue agent, a green goal and a red pit. Unity's GridWorld.nn plays this image at
+// 0.87-0.94 for floors from black to 0.2 grey and walls from 0.3 to 0.6 grey (450 episodes
+// each); it is the geometry (scale, shapes) that it cannot do without.
+const AGENT_COLOR: [f32; 3] = [0.2, 0.4, 1.0];
+const GOAL_COLOR: [f32; 3] = [0.2, 0.8, 0.2];
+const PIT_COLOR: [f32; 3] = [0.8, 0.2, 0.2];
+const FLOOR_COLOR: [f32; 3] = [0.0, 0.0, 0.0];
+const WALL_COLOR: [f32; 3] = [0.5, 0.5, 0.5];
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Area {
@@ -36,37 +41,56 @@ impl GridWorld {
         Self { visual, size: 5, areas: vec![Area::default(); AREAS] }
     }
 
+    /// Renders one area as Unity's `agentCam` sees it (GridArea.SetEnvironment): an orthographic
+    /// camera looking straight down on the grid's centre with orthographic size gridSize/2, so the
+    /// grid fills the image's height and a strip of the east and west walls shows at the sides.
+    /// Each pixel is sampled at its centre (the camera has no anti-aliasing); image row 0 is the
+    /// far side (+z). The goal is Unity's green plus (two 1 x 0.2 bars), the pit its red cross
+    /// (the same bars turned by 45 degrees), the agent the outline of its cell (the four 0.2-wide
+    /// bars of the Area prefab's agent).
     fn render(&self, a: &Area) -> Vec<f32> {
-        let cells = self.size + 2; // the grid plus a wall ring
-        let cell = (HEIGHT as i32 / cells).max(1);
-        let x0 = (WIDTH as i32 - cell * cells) / 2;
-        let y0 = (HEIGHT as i32 - cell * cells) / 2;
+        let size = self.size as f32;
+        let pixels_per_unit = HEIGHT as f32 / size;
+        let centre = (size - 1.0) / 2.0;
         let mut image = vec![0.0; HEIGHT * WIDTH * 3];
-        for row in 0..HEIGHT as i32 {
-            for col in 0..WIDTH as i32 {
-                let (cx, cy) = ((col - x0).div_euclid(cell), (row - y0).div_euclid(cell));
-                if cx < 0 || cy < 0 || cx >= cells || cy >= cells {
-                    continue;
-                }
-                // Image row 0 is the far side (+z), as a camera looking down with z up the screen.
-                let (gx, gz) = (cx - 1, self.size - 1 - (cy - 1));
-                let color = if cx == 0 || cy == 0 || cx == cells - 1 || cy == cells - 1 {
-                    WALL_COLOR
-                } else if (gx, gz) == a.agent {
-                    AGENT_COLOR
-                } else if (gx, gz) == a.goal {
-                    GOAL_COLOR
-                } else if (gx, gz) == a.pit {
-                    PIT_COLOR
-                } else {
-                    FLOOR_COLOR
-                };
-                let p = ((row as usize) * WIDTH + col as usize) * 3;
+        for row in 0..HEIGHT {
+            for col in 0..WIDTH {
+                let x = centre + (col as f32 + 0.5 - WIDTH as f32 / 2.0) / pixels_per_unit;
+                let z = centre + (HEIGHT as f32 / 2.0 - row as f32 - 0.5) / pixels_per_unit;
+                let color = self.color_at(a, x, z);
+                let p = (row * WIDTH + col) * 3;
                 image[p..p + 3].copy_from_slice(&color);
             }
         }
         image
     }
+
+    /// The colour of the top-most surface at world point (x, z) of an area.
+    fn color_at(&self, a: &Area, x: f32, z: f32) -> [f32; 3] {
+        let limit = self.size as f32 - 0.5;
+        
+        if x < -0.5 || x > limit || z < -0.5 || z > limit {
+            return WALL_COLOR;
+        }
+        let cell = ((x + 0.5).floor() as i32, (z + 0.5).floor() as i32);
+        // Offsets from the cell's centre.
+        let (dx, dz) = (x - cell.0 as f32, z - cell.1 as f32);
+        if cell == a.agent && dx.abs().max(dz.abs()) >= 0.3 {
+            AGENT_COLOR
+        } else if cell == a.goal && is_plus(dx, dz) {
+            GOAL_COLOR
+        } else if cell == a.pit && is_plus((dx + dz) * FRAC_1_SQRT_2, (dx - dz) * FRAC_1_SQRT_2) {
+            PIT_COLOR
+        } else {
+            FLOOR_COLOR
+        }
+    }
+}
+
+/// Whether a point (offsets from a cell's centre) lies on a plus of two 1 x 0.2 bars.
+fn is_plus(dx: f32, dz: f32) -> bool {
+    let on_bar = |along: f32, across: f32| along.abs() <= 0.5 && across.abs() <= 0.1;
+    on_bar(dx, dz) || on_bar(dz, dx)
 }
 
 impl Scene for GridWorld {
@@ -141,5 +165,42 @@ impl Scene for GridWorld {
             ctx.set_reward(agent, -1.0);
             ctx.end_episode(agent);
         }
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pixel(image: &[f32], row: usize, col: usize) -> [f32; 3] {
+        let p = (row * WIDTH + col) * 3;
+        [image[p], image[p + 1], image[p + 2]]
+    }
+
+    /// Unity's camera framing for a 5x5 grid: 12.8 pixels per cell, the grid spanning the
+    /// image's height and columns 10..74, the walls in the 10 columns at each side. The agent is
+    /// an outline (its cell's centre shows the floor), the goal a plus, the pit a cross.
+    #[test]
+    fn the_camera_frames_the_grid_as_unitys_agent_camera() {
+        let scene = GridWorld::new(true);
+        let area = Area { agent: (0, 4), goal: (2, 2), pit: (4, 0) };
+        let image = scene.render(&area);
+        // Cell (x, z) has its centre at column 10 + 12.8 (x + 0.5), row 12.8 (4.5 - z).
+        let centre = |x: f32, z: f32| ((12.8 * (4.5 - z)) as usize, (10.0 + 12.8 * (x + 0.5)) as usize);
+        assert_eq!(pixel(&image, 32, 5), WALL_COLOR);
+        assert_eq!(pixel(&image, 32, 80), WALL_COLOR);
+        assert_eq!(pixel(&image, 0, 40), FLOOR_COLOR, "no wall above or below the grid");
+        let (row, col) = centre(0.0, 4.0);
+        assert_eq!(pixel(&image, row, col), FLOOR_COLOR, "the agent is an outline");
+        assert_eq!(pixel(&image, row, col - 5), AGENT_COLOR);
+        let (row, col) = centre(2.0, 2.0);
+        assert_eq!(pixel(&image, row, col), GOAL_COLOR);
+        assert_eq!(pixel(&image, row, col + 5), GOAL_COLOR, "the plus's arm");
+        assert_eq!(pixel(&image, row - 4, col + 4), FLOOR_COLOR, "beside the plus's arms");
+        let (row, col) = centre(4.0, 0.0);
+        assert_eq!(pixel(&image, row, col), PIT_COLOR);
+        assert_eq!(pixel(&image, row - 4, col + 4), PIT_COLOR, "the cross's arm");
+        assert_eq!(pixel(&image, row, col + 5), FLOOR_COLOR, "beside the cross's arms");
     }
 }
