@@ -51,6 +51,7 @@ fn expected(scene: &str) -> Vec<(&'static str, Vec<Vec<usize>>, ActionSpec, usiz
             ("1DOpp?team=1", one, ActionSpec::continuous(1), 1),
         ],
         "Corridor" => vec![("Corridor?team=0", vec![vec![3]], ActionSpec::discrete(&[3]), 8)],
+        "SparseSwitch" => vec![("SparseSwitch?team=0", vec![vec![13]], ActionSpec::discrete(&[3]), 8)],
         "Pong" => vec![
             ("Pong?team=0", vec![vec![6]], ActionSpec::discrete(&[3]), 1),
             ("Pong?team=1", vec![vec![6]], ActionSpec::discrete(&[3]), 1),
@@ -135,6 +136,7 @@ scene_tests! {
     ball_hard_scene: "3DBallHard", 300;
     ball_hard_legacy_scene: "3DBallHardLegacy", 300;
     gridworld_vector_scene: "GridWorldVector", 300;
+    sparse_switch_scene: "SparseSwitch", 300;
     simple_1d_discrete_scene: "Simple1DDiscrete", 300;
     simple_1d_continuous_scene: "Simple1DContinuous", 300;
     simple_2d_discrete_scene: "Simple2DDiscrete", 300;
