@@ -51,7 +51,7 @@ fn expected(scene: &str) -> Vec<(&'static str, Vec<Vec<usize>>, ActionSpec, usiz
             ("1DOpp?team=1", one, ActionSpec::continuous(1), 1),
         ],
         "Corridor" => vec![("Corridor?team=0", vec![vec![3]], ActionSpec::discrete(&[3]), 8)],
-        "SparseSwitch" => vec![("SparseSwitch?team=0", vec![vec![13]], ActionSpec::discrete(&[3]), 8)],
+        "SparseSwitch" => vec![("SparseSwitch?team=0", vec![vec![13]], ActionSpec::discrete(&[4]), 8)],
         "Pong" => vec![
             ("Pong?team=0", vec![vec![6]], ActionSpec::discrete(&[3]), 1),
             ("Pong?team=1", vec![vec![6]], ActionSpec::discrete(&[3]), 1),

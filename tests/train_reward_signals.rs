@@ -1,9 +1,10 @@
-//! Intrinsic reward signals (the `train` feature; reward-signals.md §2-§4) live on the Corridor
-//! stand-in with its goal 30 cells away and no curriculum: PPO alone settles for the small
-//! goal behind the start, PPO with curiosity or with RND walks to the far goal on the same
-//! budget. 0.28 has no behavioural test of either signal (§10.1); these are ours. And, for PPO
-//! and SAC, the signals' networks, optimizer states and curiosity's "has updated" flag are
-//! checkpointed and resumed exactly, with 0.28's TensorBoard tags.
+//! Intrinsic reward signals (the `train` feature; reward-signals.md §2-§4) live on the
+//! SparseSwitch stand-in (Pyramids-like: a combination lock to open before the switch at its end
+//! shows the goal) with 0.28's shipped Pyramids settings: PPO with curiosity (ppo/Pyramids.yaml)
+//! or with RND (ppo/PyramidsRND.yaml) finds the switch and the goal; PPO alone, on the same
+//! budget, does not. 0.28 has no behavioural test of either signal (§10.1); these are ours. And,
+//! for PPO and SAC, the signals' networks, optimizer states and curiosity's "has updated" flag
+//! are checkpointed and resumed exactly, with 0.28's TensorBoard tags.
 #![cfg(feature = "train")]
 
 mod common;
@@ -13,14 +14,8 @@ use mlagents::checkpoint;
 use mlagents::train::config::RunOptions;
 use mlagents::train::session::{learn, LearnOptions};
 
-/// Steps each Corridor run trains.
-const BUDGET: u64 = 20_000;
-/// The goal's distance: a random walk from the start almost never reaches it.
+/// The Corridor's goal distance in the checkpoint tests.
 const GOAL_DISTANCE: u32 = 30;
-/// The far goal's reward less the step penalty of the straight walk to it: 1 - 30 * 0.005.
-const FAR_GOAL_RETURN: f32 = 0.85;
-/// The small goal's: 0.1 - 3 * 0.005.
-const SMALL_GOAL_RETURN: f32 = 0.085;
 
 /// The Corridor fixture's PPO settings with `signals` (YAML lines under `reward_signals:`
 /// after the extrinsic one), the goal `GOAL_DISTANCE` away and `max_steps`.
@@ -35,52 +30,59 @@ fn corridor(signals: &str, max_steps: u64, seed: i64) -> String {
 const CURIOSITY: &str = "      curiosity: {strength: 0.5, network_settings: {normalize: true, hidden_units: 64}}\n";
 const RND: &str = "      rnd: {strength: 0.1, network_settings: {normalize: true, hidden_units: 64, num_layers: 3}}\n";
 
-/// The mean return of the last 40 episodes (five per agent) of a Corridor run.
-fn final_return(signals: &str, seed: i64) -> f32 {
-    let run = RunOptions::from_yaml(&corridor(signals, BUDGET, seed), "corridor.yaml").unwrap();
-    let results = learn(&run, &LearnOptions::in_memory("sim:Corridor")).unwrap();
-    let returns = &results["Corridor"].episode_returns;
-    let tail = &returns[returns.len().saturating_sub(40)..];
-    tail.iter().sum::<f32>() / tail.len().max(1) as f32
+/// PPO + RND, as ppo/PyramidsRND.yaml: strength 0.01, 3 layers of 64, lr 1e-4.
+const SWITCH_RND: &str = "      rnd:\n        gamma: 0.99\n        strength: 0.01\n        network_settings:\n          hidden_units: 64\n          num_layers: 3\n        learning_rate: 0.0001\n";
+/// A run that finds the switch and the goal ends near the best return, 2 - 0.22 = 1.78; one
+/// that never does, at -1.
+const SOLVED_RETURN: f32 = 1.5;
+/// Steps each signal trains (curiosity solves the scene in 50k to 100k, RND in about 100k to 150k).
+const CURIOSITY_BUDGET: u64 = 120_000;
+const RND_BUDGET: u64 = 200_000;
+
+/// The mean return of the last 40 episodes (five per agent) of a SparseSwitch run.
+fn final_return(signals: Option<&str>, max_steps: u64, seed: i64) -> f32 {
+    let run = RunOptions::from_yaml(&common::sparse_switch_config(signals, "", max_steps, seed), "SparseSwitch.yaml").unwrap();
+    let results = learn(&run, &LearnOptions::in_memory("sim:SparseSwitch")).unwrap();
+    common::last_40_mean(&results["SparseSwitch"].episode_returns)
 }
 
-/// Seeds 1, 2, 3 in turn until two reach most of the far goal's return or two do not; returns
-/// whether two did, and the returns.
-fn two_of_three_reach_the_far_goal(signals: &str) -> (bool, Vec<f32>) {
+/// Seeds 1, 2, 3 in turn until two solve the scene or two do not; returns whether two did, and
+/// the final returns.
+fn two_of_three_solve(signals: Option<&str>, max_steps: u64) -> (bool, Vec<f32>) {
     let mut returns = vec![];
     for seed in 1..=3 {
-        returns.push(final_return(signals, seed));
-        let reached = returns.iter().filter(|r| **r >= FAR_GOAL_RETURN - 0.15).count();
-        if reached == 2 || returns.len() - reached == 2 {
-            return (reached == 2, returns);
+        returns.push(final_return(signals, max_steps, seed));
+        let solved = returns.iter().filter(|r| **r >= SOLVED_RETURN).count();
+        if solved == 2 || returns.len() - solved == 2 {
+            return (solved == 2, returns);
         }
     }
     unreachable!("three seeds decide")
 }
 
 #[test]
-fn curiosity_finds_the_far_goal() {
-    let (reached, returns) = two_of_three_reach_the_far_goal(CURIOSITY);
-    eprintln!("Corridor, goal {GOAL_DISTANCE} cells away, PPO + curiosity, {BUDGET} steps: final returns {returns:?}");
-    assert!(reached, "{returns:?}");
+fn curiosity_finds_the_switch_and_the_goal() {
+    let (solved, returns) = two_of_three_solve(None, CURIOSITY_BUDGET);
+    eprintln!("SparseSwitch, PPO + curiosity (ppo/Pyramids.yaml), {CURIOSITY_BUDGET} steps: final returns {returns:?}");
+    assert!(solved, "{returns:?}");
 }
 
 #[test]
-fn rnd_finds_the_far_goal() {
-    let (reached, returns) = two_of_three_reach_the_far_goal(RND);
-    eprintln!("Corridor, goal {GOAL_DISTANCE} cells away, PPO + RND, {BUDGET} steps: final returns {returns:?}");
-    assert!(reached, "{returns:?}");
+fn rnd_finds_the_switch_and_the_goal() {
+    let (solved, returns) = two_of_three_solve(Some(SWITCH_RND), RND_BUDGET);
+    eprintln!("SparseSwitch, PPO + RND (ppo/PyramidsRND.yaml), {RND_BUDGET} steps: final returns {returns:?}");
+    assert!(solved, "{returns:?}");
 }
 
-/// The control: the same budget and seeds without an intrinsic signal end at the small goal.
+/// The control: the extrinsic reward alone, on the larger of the two budgets and the same
+/// seeds, never opens the lock often enough to learn it.
 #[test]
-fn ppo_alone_settles_for_the_small_goal() {
-    let (reached, returns) = two_of_three_reach_the_far_goal("");
-    eprintln!("Corridor, goal {GOAL_DISTANCE} cells away, PPO alone, {BUDGET} steps: final returns {returns:?}");
-    assert!(!reached && returns.iter().filter(|r| (**r - SMALL_GOAL_RETURN).abs() < 0.05).count() >= 2, "{returns:?}");
+fn ppo_alone_does_not_find_the_switch() {
+    let (solved, returns) = two_of_three_solve(Some(""), RND_BUDGET);
+    eprintln!("SparseSwitch, PPO alone, {RND_BUDGET} steps: final returns {returns:?}");
+    assert!(!solved && returns.iter().all(|r| *r < 0.0), "{returns:?}");
 }
 
-/// PPO's Corridor settings with SAC's hyperparameters in place of PPO's.
 fn as_sac(ppo: &str) -> String {
     let start = ppo.find("    hyperparameters:\n").unwrap();
     let end = start + ppo[start..].find("    network_settings:").unwrap();

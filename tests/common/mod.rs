@@ -146,3 +146,20 @@ pub fn tensors_without_rollouts(c: &mlagents::checkpoint::Checkpoint) -> std::co
     tensors.retain(|name, _| !name.starts_with(mlagents::checkpoint::ROLLOUT_PREFIX));
     tensors
 }
+
+/// `tests/fixtures/config/SparseSwitch.yaml` (0.28's ppo/Pyramids.yaml fitted to the scene)
+/// with its curiosity block replaced by `signals` (YAML under `reward_signals:`; `None` keeps
+/// it), `extra` behavior keys, `max_steps` and an environment seed.
+pub fn sparse_switch_config(signals: Option<&str>, extra: &str, max_steps: u64, seed: i64) -> String {
+    let fixture = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/config/SparseSwitch.yaml")).unwrap();
+    let (start, end) = (fixture.find("      curiosity:\n").unwrap(), fixture.find("    keep_checkpoints:").unwrap());
+    let signals = signals.unwrap_or(&fixture[start..end]);
+    let yaml = format!("{}{signals}{extra}{}", &fixture[..start], &fixture[end..]).replace("max_steps: 100000", &format!("max_steps: {max_steps}"));
+    format!("{yaml}env_settings: {{base_port: 0, seed: {seed}}}\n")
+}
+
+/// The mean of the last 40 episode returns (five per agent of a SparseSwitch run).
+pub fn last_40_mean(returns: &[f32]) -> f32 {
+    let tail = &returns[returns.len().saturating_sub(40)..];
+    tail.iter().sum::<f32>() / tail.len().max(1) as f32
+}

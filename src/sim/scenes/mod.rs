@@ -57,7 +57,7 @@ pub const SCENES: &[SceneInfo] = &[
     SceneInfo { name: "Ghost1DContinuous", description: "Ghost1D with 1 continuous action (the upstream ghost tests' (1, 0) case)" },
     SceneInfo { name: "AsymmetricGhost1DContinuous", description: "AsymmetricGhost1D with 1 continuous action" },
     SceneInfo { name: "Corridor", description: "curriculum scene: 8 agents walk to a goal `goal_distance` cells ahead (env parameter, default 90) or a small one 3 behind" },
-    SceneInfo { name: "SparseSwitch", description: "sparse reward (Pyramids-like): 8 agents open a 12-cell combination lock to a switch, then walk back to the goal it reveals (+2)" },
+    SceneInfo { name: "SparseSwitch", description: "sparse reward (Pyramids-like): 8 agents open a 12-cell combination lock (4 actions) to a switch, then walk back to the goal it reveals (+2)" },
     SceneInfo { name: "Pong", description: "competitive, symmetric: `Pong?team=0` vs `Pong?team=1`, each sees the field mirrored, +1/-1 per point" },
     SceneInfo { name: "Race", description: "competitive, symmetric: `Race?team=0` vs `Race?team=1`, first to the goal wins" },
     SceneInfo { name: "RaceAsymmetric", description: "competitive, 2 vs 1: `RaceDuo?team=0` (group) vs a faster `RaceSolo?team=1`" },

@@ -1,14 +1,14 @@
 //! `SparseSwitch` (Pyramids-like: a switch to find before the goal appears), the sparse-reward
 //! scene of the curiosity, RND, GAIL and behavioral-cloning tests. Eight agents, each in its own
-//! corridor of 12 cells behind a combination lock: at each cell one of the three actions (the
-//! same in every episode) steps forward and the two others send the agent back to cell 0. The
+//! corridor of 12 cells behind a combination lock: at each cell one of the four actions (the
+//! same in every episode) steps forward and the three others send the agent back to cell 0. The
 //! last cell holds the switch: pressing it (arriving there) makes the goal appear at cell 0, and
 //! from then on action 0 walks one cell back and the others wait. Reaching the goal gives +2 and
 //! ends the episode (Pyramids' gold brick); every decision costs 1/100 (Pyramids' -1/MaxStep),
 //! and episodes are interrupted after 100 decisions. The best return is 2 - 0.22 = 1.78 (the
 //! Pyramids benchmark is 1.75); an agent that never finds the switch gets -1.
 //!
-//! Random actions open the lock with probability 3^-11 per attempt, so the extrinsic reward
+//! Random actions open the lock with probability 4^-11 (2.4e-7) per attempt, so the extrinsic reward
 //! alone almost never appears; the cells are observed one-hot (plus the switch's state), so a
 //! cell never visited is new to the curiosity and RND networks.
 
@@ -20,7 +20,7 @@ const AGENTS: usize = 8;
 /// Cells of each corridor; the switch is the last one.
 pub const CELLS: usize = 12;
 /// The action that steps forward from each cell (the last cell's entry is never used).
-const COMBINATION: [i32; CELLS] = [2, 0, 1, 1, 2, 0, 2, 1, 0, 0, 1, 2];
+const COMBINATION: [i32; CELLS] = [2, 0, 3, 1, 2, 0, 3, 1, 0, 3, 1, 2];
 /// Decisions per episode before it is interrupted.
 const MAX_DECISIONS: u32 = 100;
 const GOAL_REWARD: f32 = 2.0;
@@ -49,7 +49,7 @@ impl Scene for SparseSwitch {
         vec![BehaviorDef {
             name: "SparseSwitch?team=0".into(),
             observations: vec![ObservationDef::floats(ObservationSpec::vector(CELLS + 1, "SwitchSensor"))],
-            actions: ActionSpec::discrete(&[3]),
+            actions: ActionSpec::discrete(&[4]),
         }]
     }
 
@@ -114,7 +114,7 @@ mod tests {
         let (mut scene, mut ctx) = (SparseSwitch::new(), context());
         scene.reset(&mut ctx);
         scene.act(0, &[], &[COMBINATION[0]], &mut ctx);
-        let wrong = (COMBINATION[1] + 1) % 3;
+        let wrong = (COMBINATION[1] + 1) % 4;
         scene.act(0, &[], &[wrong], &mut ctx);
         assert_eq!(scene.observe(0)[0][0], 1.0, "a wrong action sends the agent back to cell 0");
         for cell in 0..CELLS - 1 {
