@@ -12,10 +12,12 @@ const AREAS: usize = 9;
 const MAX_STEP: u32 = 100;
 const HEIGHT: usize = 64;
 const WIDTH: usize = 84;
-// Flat colours (the scene's materials and lighting are not reproduced): a dark floor, grey
-// walls, a blue agent, a green goal and a red pit. Unity's GridWorld.nn plays this image at
-// 0.87-0.94 for floors from black to 0.2 grey and walls from 0.3 to 0.6 grey (450 episodes
-// each); it is the geometry (scale, shapes) that it cannot do without.
+// Flat colours (the scene's materials and lighting were not available to reproduce): a dark
+// floor, grey walls, a blue agent, a green goal and a red pit. The geometry comes from Unity's
+// GridArea and prefabs; the floor's darkness and the agent's outline were inferred from Unity's
+// GridWorld.nn, which plays this image at 0.87-0.94 for floors from black to 0.2 grey and walls
+// from 0.3 to 0.6 grey (450 episodes each), but at -0.73 on a light floor and 0.65 with a
+// solid agent square.
 const AGENT_COLOR: [f32; 3] = [0.2, 0.4, 1.0];
 const GOAL_COLOR: [f32; 3] = [0.2, 0.8, 0.2];
 const PIT_COLOR: [f32; 3] = [0.8, 0.2, 0.2];
@@ -47,7 +49,7 @@ impl GridWorld {
     /// Each pixel is sampled at its centre (the camera has no anti-aliasing); image row 0 is the
     /// far side (+z). The goal is Unity's green plus (two 1 x 0.2 bars), the pit its red cross
     /// (the same bars turned by 45 degrees), the agent the outline of its cell (the four 0.2-wide
-    /// bars of the Area prefab's agent).
+    /// bars of the agent in ML-Agents' current Area prefab).
     fn render(&self, a: &Area) -> Vec<f32> {
         let size = self.size as f32;
         let pixels_per_unit = HEIGHT as f32 / size;
@@ -68,7 +70,6 @@ impl GridWorld {
     /// The colour of the top-most surface at world point (x, z) of an area.
     fn color_at(&self, a: &Area, x: f32, z: f32) -> [f32; 3] {
         let limit = self.size as f32 - 0.5;
-        
         if x < -0.5 || x > limit || z < -0.5 || z > limit {
             return WALL_COLOR;
         }
@@ -167,7 +168,6 @@ impl Scene for GridWorld {
         }
     }
 }
-
 
 #[cfg(test)]
 mod tests {
