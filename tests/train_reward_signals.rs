@@ -83,6 +83,7 @@ fn ppo_alone_does_not_find_the_switch() {
     assert!(!solved && returns.iter().all(|r| *r < 0.0), "{returns:?}");
 }
 
+/// PPO's Corridor settings with SAC's hyperparameters in place of PPO's.
 fn as_sac(ppo: &str) -> String {
     let start = ppo.find("    hyperparameters:\n").unwrap();
     let end = start + ppo[start..].find("    network_settings:").unwrap();
