@@ -3,7 +3,8 @@
 //! steps, last five returns above 0.9; GAIL without cloning against no reward at all; and the
 //! scale of cloned continuous actions: a PPO policy cloned from demonstrations
 //! of actions ±1 acts ±1, where 0.28's cloning (raw Gaussian samples against environment
-//! actions) acts a third of that (§6.3, §11 #2). And the demo-driven sparse case: GAIL and
+//! actions, reproduced by `--compat-0-28`) acts a third of that (§6.3, §11 #2); cloning of a
+//! recurrent policy on the memory scene. And the demo-driven sparse case: GAIL and
 //! cloning from the committed SparseSwitch demonstrations solve the scene PPO alone does not.
 //!
 //! The demonstrations are recorded here, live: the scene's optimal action (towards the goal
@@ -23,17 +24,31 @@ use std::path::{Path, PathBuf};
 
 const BEHAVIOR: &str = "1D?team=0";
 
-/// Plays `scene` with its optimal action (±1 towards the goal its observation shows) until
-/// `episodes` episodes are recorded, and writes them to `dir/expert.demo`.
+/// Plays `scene` with its optimal action (±1 towards the goal its observation shows, or last
+/// showed in a memory scene) until `episodes` episodes are recorded, and writes them to
+/// `dir/expert.demo`.
 fn record_expert(scene: &str, episodes: usize, dir: &Path) -> PathBuf {
     let mut env = start(scene);
     env.reset().unwrap();
     let spec = env.behavior_specs()[BEHAVIOR].clone();
     let mut recorder = DemoRecorder::new(&spec);
+    let mut remembered = std::collections::HashMap::new();
     while recorder.episodes() < episodes {
         let (decisions, terminals) = env.get_steps(BEHAVIOR).unwrap();
         recorder.add_terminals(&terminals);
-        let goals: Vec<f32> = (0..decisions.agent_id.len()).map(|i| decisions.obs[0].agent(i)[0]).collect();
+        for agent in &terminals.agent_id {
+            remembered.remove(agent);
+        }
+        let goals: Vec<f32> = (0..decisions.agent_id.len())
+            .map(|i| {
+                let shown = decisions.obs[0].agent(i)[0];
+                let goal = remembered.entry(decisions.agent_id[i]).or_insert(shown);
+                if shown != 0.0 {
+                    *goal = shown;
+                }
+                *goal
+            })
+            .collect();
         let actions = ActionTuple {
             continuous: goals.iter().flat_map(|g| vec![g.signum(); spec.action_spec.continuous_size]).collect(),
             discrete: goals.iter().flat_map(|g| vec![i32::from(*g > 0.0); spec.action_spec.discrete_branches.len()]).collect(),
@@ -193,19 +208,58 @@ fn deterministic_action(onnx: &Path, goal: f32) -> f32 {
 }
 
 /// Behavioral cloning of actions ±1 with the scene's rewards switched off (strength 0): the
-/// cloned PPO policy acts close to ±1 (0.28's would settle near ±1/3).
+/// cloned PPO policy acts close to ±1; under `--compat-0-28` it clones as 0.28 does and
+/// settles near ±1/3 (§6.3, §11 #2).
 #[test]
 fn cloned_continuous_actions_keep_the_demonstrations_scale() {
     let dir = temp_dir("bc-scale");
     let demo = record_expert("Simple1DContinuous", 20, &dir);
-    let run_dir = dir.join("run");
-    let options = LearnOptions { run_dir: Some(run_dir.clone()), ..LearnOptions::in_memory("sim:Simple1DContinuous") };
-    let config = dummy_config("ppo", "{extrinsic: {strength: 0.0}}", &format!("    behavioral_cloning: {{demo_path: {}, strength: 1.0}}\n", demo.display()), 1000, 1);
-    let results = learn(&config, &options).unwrap();
-    let onnx = results["1D"].onnx.clone().expect("an exported policy");
-    let (towards_plus, towards_minus) = (deterministic_action(&onnx, 1.0), deterministic_action(&onnx, -1.0));
-    eprintln!("cloned policy: deterministic action {towards_plus:.3} at goal +1, {towards_minus:.3} at goal -1 (demonstrated: ±1)");
-    assert!(towards_plus > 0.75 && towards_minus < -0.75, "{towards_plus}, {towards_minus}");
+    let mut actions = vec![];
+    for compat in [false, true] {
+        let run_dir = dir.join(format!("run-{compat}"));
+        let options = LearnOptions { run_dir: Some(run_dir.clone()), ..LearnOptions::in_memory("sim:Simple1DContinuous") };
+        let mut config = dummy_config("ppo", "{extrinsic: {strength: 0.0}}", &format!("    behavioral_cloning: {{demo_path: {}, strength: 1.0}}\n", demo.display()), 1000, 1);
+        if compat {
+            config.follow_0_28();
+        }
+        let results = learn(&config, &options).unwrap();
+        let onnx = results["1D"].onnx.clone().expect("an exported policy");
+        actions.push((deterministic_action(&onnx, 1.0), deterministic_action(&onnx, -1.0)));
+    }
+    let [(plus, minus), (plus_0_28, minus_0_28)] = actions[..] else { unreachable!() };
+    eprintln!("cloned policy: deterministic action {plus:.3} at goal +1, {minus:.3} at goal -1; as 0.28 clones: {plus_0_28:.3}, {minus_0_28:.3} (demonstrated: ±1)");
+    assert!(plus > 0.75 && minus < -0.75, "{plus}, {minus}");
+    assert!((0.2..0.5).contains(&plus_0_28) && (-0.5..-0.2).contains(&minus_0_28), "0.28's cloning acts about a third: {plus_0_28}, {minus_0_28}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Behavioral cloning of a recurrent policy (0.28's sequences of demonstrations, each from
+/// zero memories) on the memory scene, whose goal is shown for the first 3 steps only, with the
+/// scene's rewards switched off: the cloned LSTM remembers the goal and reaches it nearly every
+/// episode (1.02 at best); the same cloning of a feed-forward policy cannot know the goal after
+/// step 3 and wanders.
+#[test]
+fn cloning_a_recurrent_policy_teaches_it_to_remember() {
+    let dir = temp_dir("bc-recurrent");
+    let demo = record_expert("Memory1DDiscrete", 40, &dir);
+    let returns: Vec<f32> = ["{memory_size: 16, sequence_length: 8}", "null"]
+        .iter()
+        .map(|memory| {
+            let yaml = format!(
+                "behaviors:\n  1D:\n    hyperparameters: {{batch_size: 64, buffer_size: 128, learning_rate: 1.0e-3, learning_rate_schedule: constant}}\n    \
+                 network_settings: {{hidden_units: 32, num_layers: 1, memory: {memory}}}\n    reward_signals: {{extrinsic: {{strength: 0.0}}}}\n    \
+                 behavioral_cloning: {{demo_path: {}, strength: 1.0}}\n    max_steps: 4000\n    time_horizon: 64\n    summary_freq: 500\nenv_settings: {{base_port: 0, seed: 1}}\n",
+                demo.display()
+            );
+            let results = learn(&RunOptions::from_yaml(&yaml, "bc-recurrent.yaml").unwrap(), &LearnOptions::in_memory("sim:Memory1DDiscrete")).unwrap();
+            let returns = &results["1D"].episode_returns;
+            let tail = &returns[returns.len().saturating_sub(50)..];
+            tail.iter().sum::<f32>() / tail.len().max(1) as f32
+        })
+        .collect();
+    eprintln!("cloned on the memory scene, mean return of the last 50 episodes: recurrent {:.3}, feed-forward {:.3}", returns[0], returns[1]);
+    assert!(returns[0] > 0.9, "the cloned recurrent policy should remember the goal: {returns:?}");
+    assert!(returns[1] < returns[0] - 0.2, "a feed-forward policy cannot: {returns:?}");
     let _ = std::fs::remove_dir_all(dir);
 }
 

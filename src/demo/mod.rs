@@ -114,6 +114,9 @@ pub struct DemoRow {
     /// The reward that followed and whether the episode ended there.
     pub reward: f32,
     pub done: bool,
+    /// The last row of its episode as the rows hold it: the episode ended, or its recording
+    /// did (where a recurrent policy's sequences are cut).
+    pub episode_ends: bool,
 }
 
 fn format_error(path: &Path, detail: impl Into<String>) -> DemoError {
@@ -278,21 +281,26 @@ impl Demonstration {
 
 /// Training rows from demonstrations, paired as `pairing` says.
 pub fn training_rows(demos: &[Demonstration], pairing: Pairing) -> Vec<DemoRow> {
-    let row = |observation: &DemoRecord, action: &DemoRecord, next: &DemoRecord| DemoRow {
+    let row = |observation: &DemoRecord, action: &DemoRecord, next: &DemoRecord, last: bool| DemoRow {
         observations: observation.observations.clone(),
         continuous: action.continuous.clone(),
         discrete: action.discrete.clone(),
         reward: next.reward,
         done: next.done,
+        episode_ends: next.done || last,
     };
     match pairing {
         Pairing::ActionTaken => demos
             .iter()
-            .flat_map(|d| d.records.windows(2).filter(|w| !w[0].done).map(|w| row(&w[0], &w[1], &w[1])).collect::<Vec<_>>())
+            .flat_map(|d| {
+                let pairs = d.records.len().saturating_sub(1);
+                d.records.windows(2).enumerate().filter(|(_, w)| !w[0].done).map(|(i, w)| row(&w[0], &w[1], &w[1], i + 1 == pairs)).collect::<Vec<_>>()
+            })
             .collect(),
         Pairing::Compat0_28 => {
             let all: Vec<&DemoRecord> = demos.iter().flat_map(|d| &d.records).collect();
-            all.windows(2).map(|w| row(w[0], w[0], w[1])).collect()
+            let pairs = all.len().saturating_sub(1);
+            all.windows(2).enumerate().map(|(i, w)| row(w[0], w[0], w[1], i + 1 == pairs)).collect()
         }
     }
 }

@@ -64,6 +64,19 @@ fn pairings_take_the_action_from_the_observation_or_as_0_28_does() {
     // Each record's own (previous) action; done when the next record is a terminal one.
     let summary: Vec<(f32, f32, bool)> = compat.iter().take(5).map(|r| (r.observations[0][0], r.continuous[0], r.done)).collect();
     assert_eq!(summary, vec![(0.0, 0.0, false), (1.0, 0.0, true), (2.0, 0.1, false), (3.0, 0.0, true), (4.0, 0.3, false)]);
+    assert_eq!(ours.iter().map(|r| r.episode_ends).collect::<Vec<_>>(), vec![false, true, true]);
+    assert_eq!(compat.iter().map(|r| r.episode_ends).collect::<Vec<_>>(), vec![false, true, false, true, false, false, true, false, true], "0.28 cuts where the next record is done, and at the very end");
+}
+
+/// A recording that stops mid-episode ends its last episode there: the rows of the next file
+/// start another (a recurrent policy's sequences never span two files).
+#[test]
+fn a_recording_cut_mid_episode_ends_its_last_row_episode() {
+    let mut records = two_episodes();
+    records.last_mut().unwrap().done = false;
+    let demo = Demonstration { path: "x.demo".into(), metadata: DemoMetadata { api_version: 1, name: String::new(), number_steps: 5, number_episodes: 2, mean_reward: 0.0 }, behavior_name: "B".into(), spec: spec(), records };
+    let rows = training_rows(&[demo.clone(), demo], Pairing::ActionTaken);
+    assert_eq!(rows.iter().map(|r| (r.done, r.episode_ends)).collect::<Vec<_>>(), [(false, false), (true, true), (false, true)].repeat(2));
 }
 
 #[test]

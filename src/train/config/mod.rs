@@ -74,6 +74,8 @@ struct RawRunConfig {
     checkpoint_settings: Option<CheckpointSettings>,
     torch_settings: Option<TorchSettings>,
     debug: Option<bool>,
+    /// Ours, not 0.28's: what `--compat-0-28` sets, so that `configuration.yaml` reads back.
+    compat_0_28: Option<bool>,
 }
 
 /// The resolved configuration (ML-Agents' `RunOptions`).
@@ -89,6 +91,11 @@ pub struct RunOptions {
     pub checkpoint_settings: CheckpointSettings,
     pub torch_settings: TorchSettings,
     pub debug: bool,
+    /// `--compat-0-28`: every behavior follows 0.28 where it is wrong
+    /// ([`TrainerSettings::follow_0_28`]); written to `configuration.yaml` only when set (0.28
+    /// has no such key).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub compat_0_28: bool,
 }
 
 impl RunOptions {
@@ -113,7 +120,7 @@ impl RunOptions {
         }
         let section = raw.environment_parameters.as_ref().unwrap_or(&serde_norway::Value::Null);
         let environment_parameters = ctx.environment_parameters(section, &behaviors, default_settings.is_some())?;
-        Ok(Self {
+        let mut options = Self {
             behaviors,
             default_settings,
             env_settings: raw.env_settings.unwrap_or_default(),
@@ -122,7 +129,12 @@ impl RunOptions {
             checkpoint_settings: raw.checkpoint_settings.unwrap_or_default(),
             torch_settings: raw.torch_settings.unwrap_or_default(),
             debug: raw.debug.unwrap_or(false),
-        })
+            compat_0_28: false,
+        };
+        if raw.compat_0_28 == Some(true) {
+            options.follow_0_28();
+        }
+        Ok(options)
     }
 
     /// Reads a configuration file.

@@ -131,6 +131,10 @@ pub struct RewardSignal {
     /// GAIL's demonstrations and options (None for the other signals).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub gail: Option<GailSettings>,
+    /// Whether `network_settings.vis_encode_type` is the policy's because the block sets none
+    /// (`--compat-0-28` gives such a signal 0.28's `simple` instead).
+    #[serde(skip)]
+    pub encoder_inherited: bool,
 }
 
 /// GAIL's own settings (reward-signals.md §1.1).
@@ -154,7 +158,7 @@ impl Context<'_> {
         let mut reward_signals = BTreeMap::new();
         if own.is_none() && defaults.is_none() {
             let kind = RewardSignalKind::Extrinsic;
-            reward_signals.insert(kind.key().into(), RewardSignal { kind, gamma: 0.99, strength: 1.0, network_settings: self.network(name, None, None)?, learning_rate: None, gail: None });
+            reward_signals.insert(kind.key().into(), RewardSignal { kind, gamma: 0.99, strength: 1.0, network_settings: self.network(name, None, None)?, learning_rate: None, gail: None, encoder_inherited: false });
             return Ok(reward_signals);
         }
         let empty = RawRewardSignals::default();
@@ -213,7 +217,8 @@ impl Context<'_> {
             _ => None,
         };
         let mut network_settings = self.network(name, raw.network_settings.as_ref(), None)?;
-        if raw.network_settings.as_ref().and_then(|n| n.vis_encode_type).is_none() {
+        let encoder_inherited = raw.network_settings.as_ref().and_then(|n| n.vis_encode_type).is_none();
+        if encoder_inherited {
             network_settings.vis_encode_type = policy_encoder;
         }
         if let Some(size) = raw.encoding_size {
@@ -232,6 +237,7 @@ impl Context<'_> {
             network_settings,
             learning_rate: raw.learning_rate.or(kind.default_learning_rate()),
             gail,
+            encoder_inherited,
         };
         if let Some(lr) = signal.learning_rate.filter(|lr| !(lr.is_finite() && *lr > 0.0)) {
             return Err(self.out_of_range(name, "learning_rate", lr, &format!("the {key} signal's learning rate must be a finite number above 0")));

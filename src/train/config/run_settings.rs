@@ -1,7 +1,7 @@
 //! The run-wide sections (`env_settings`, `engine_settings`, `checkpoint_settings`,
 //! `torch_settings`) and what `mlagents-learn`'s command line sets over them.
 
-use super::{ConfigError, RunOptions};
+use super::{ConfigError, RunOptions, TrainerSettings};
 use serde::{Deserialize, Serialize};
 
 /// What `mlagents-learn`'s command line sets over the YAML (`None`/`false`/empty: not given),
@@ -62,6 +62,11 @@ pub struct CommandLineOverrides {
     /// Verbose logging.
     #[arg(long)]
     pub debug: bool,
+    /// Reproduce ML-Agents 0.28 where this trainer deliberately differs from it (demonstration
+    /// pairing, cloning and GAIL action scale, GAIL's gradient penalty, padding rows in the
+    /// reward-signal and cloning losses, reward-signal encoders), for runs compared with 0.28's.
+    #[arg(long = "compat-0-28")]
+    pub compat_0_28: bool,
 }
 
 /// `env_settings`.
@@ -186,6 +191,15 @@ impl RunOptions {
         engine.capture_frame_rate = flags.capture_frame_rate.unwrap_or(engine.capture_frame_rate);
         engine.no_graphics |= flags.no_graphics;
         self.debug |= flags.debug;
+        if flags.compat_0_28 {
+            self.follow_0_28();
+        }
+    }
+
+    /// Every behavior follows 0.28 where it is wrong ([`TrainerSettings::follow_0_28`]).
+    pub fn follow_0_28(&mut self) {
+        self.compat_0_28 = true;
+        self.behaviors.values_mut().chain(self.default_settings.as_mut()).for_each(TrainerSettings::follow_0_28);
     }
 
     /// Checks the run-wide settings once command-line flags have overridden the YAML: engine
@@ -217,6 +231,7 @@ impl RunOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::train::config::VisualEncoder;
 
     #[test]
     fn flags_override_the_yaml_and_are_recorded() {
@@ -235,6 +250,22 @@ mod tests {
         assert_eq!(o.checkpoint_settings.run_id, "r");
         assert!(o.checkpoint_settings.resume && o.checkpoint_settings.initialize_from.is_none(), "resume wins");
         assert!(o.to_yaml().contains("sim:3DBall"), "configuration.yaml records --env");
+    }
+
+    #[test]
+    fn compat_0_28_gives_inheriting_signals_the_simple_encoder_and_reads_back() {
+        let yaml = "behaviors:\n  B:\n    network_settings: {vis_encode_type: resnet}\n    reward_signals:\n      curiosity: {strength: 0.1}\n      rnd: {network_settings: {vis_encode_type: nature_cnn}}\n";
+        let mut o = RunOptions::from_yaml(yaml, "t.yaml").unwrap();
+        let encoder = |o: &RunOptions, signal: &str| o.behaviors["B"].reward_signals[signal].network_settings.vis_encode_type;
+        assert_eq!((encoder(&o, "curiosity"), o.behaviors["B"].compat_0_28), (VisualEncoder::Resnet, false), "by default a signal takes the policy's encoder");
+        assert!(!o.to_yaml().contains("compat_0_28"), "0.28's configuration.yaml has no such key");
+        o.apply_overrides(CommandLineOverrides { compat_0_28: true, ..Default::default() });
+        assert!(o.behaviors["B"].compat_0_28);
+        assert_eq!(encoder(&o, "curiosity"), VisualEncoder::Simple, "0.28 gives a signal `simple` whatever the policy's");
+        assert_eq!(encoder(&o, "rnd"), VisualEncoder::NatureCnn, "a signal's own choice stays");
+        let again = RunOptions::from_yaml(&o.to_yaml(), "configuration.yaml").unwrap();
+        assert!(again.compat_0_28 && again.behaviors["B"].compat_0_28, "configuration.yaml records the switch");
+        assert_eq!(again.to_yaml(), o.to_yaml());
     }
 
     #[test]

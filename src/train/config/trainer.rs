@@ -58,9 +58,26 @@ pub struct TrainerSettings {
     /// `self_play`, when the behavior has the block.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub self_play: Option<SelfPlaySettings>,
+    /// Reproduce 0.28 where it is wrong (`--compat-0-28`, recorded run-wide in
+    /// [`super::RunOptions::compat_0_28`]): see [`TrainerSettings::follow_0_28`].
+    #[serde(skip)]
+    pub compat_0_28: bool,
 }
 
 impl TrainerSettings {
+    /// Switches the behavior to 0.28's ways where reward-signals.md §11 finds them wrong, for
+    /// runs that must match 0.28's: demonstrations paired as 0.28's loader pairs them (#1),
+    /// cloning and GAIL comparing PPO's raw continuous actions with the demonstrations' (#2,
+    /// #3), GAIL's gradient penalty as 0.28 computes it (#4), padding rows of recurrent
+    /// sequences in the GAIL, RND and cloning losses (#7), and the `simple` encoder for signals
+    /// whose block sets none (#11).
+    pub fn follow_0_28(&mut self) {
+        self.compat_0_28 = true;
+        for signal in self.reward_signals.values_mut().filter(|s| s.encoder_inherited) {
+            signal.network_settings.vis_encode_type = super::VisualEncoder::Simple;
+        }
+    }
+
     /// The sizes that turn into memory ([`memory_cost`]).
     pub fn sizes(&self) -> memory_cost::Sizes {
         memory_cost::Sizes {
@@ -109,6 +126,7 @@ impl Context<'_> {
             threaded: s.threaded.or(b.threaded).unwrap_or(false),
             behavioral_cloning: None,
             self_play: None,
+            compat_0_28: false,
         };
         let invalid = |message: String| ConfigError::Invalid { file: self.file.into(), message: format!("{name}: {message}") };
         let h = &settings.hyperparameters;

@@ -534,13 +534,16 @@ impl Actor {
     /// What behavioral cloning compares with a demonstration's actions (with gradient): the
     /// continuous actions sampled (reparameterised) as the environment receives them (PPO:
     /// clip(μ + σε, −3, 3) / 3; SAC: tanh(μ + σε)), and each branch's log-probabilities
-    /// log(p + 1e-7) over all its actions. A feed-forward actor only.
-    pub fn imitation_outputs(&self, observations: &[Tensor]) -> (Option<Tensor>, Vec<Tensor>) {
-        let h = self.body.forward(observations, None, None).0;
+    /// log(p + 1e-7) over all its actions. A recurrent actor starts each sequence from
+    /// `memories` (`[1, n_seq, m]`). `raw_samples`: PPO's samples as they are, unclipped (0.28's
+    /// cloning, in `--compat-0-28` runs).
+    pub fn imitation_outputs(&self, observations: &[Tensor], memories: Option<&Tensor>, raw_samples: bool) -> (Option<Tensor>, Vec<Tensor>) {
+        let h = self.body.forward(observations, None, memories).0;
         let continuous = self.gaussian.as_ref().map(|gaussian| {
             let mu = gaussian.mu(&h);
             let sample = &mu + gaussian.log_sigma(&h, &mu).exp() * mu.randn_like();
             match gaussian {
+                Gaussian::FreeSigma { .. } if raw_samples => sample,
                 Gaussian::FreeSigma { .. } => sample.clamp(-model::ACTION_CLIP as f64, model::ACTION_CLIP as f64) / model::ACTION_CLIP as f64,
                 Gaussian::Squashed { .. } => sample.tanh(),
             }

@@ -143,15 +143,13 @@ impl Ppo {
     pub fn new(description: &PolicyDescription, settings: &TrainerSettings, seed: u64, demonstrations: &Demonstrations) -> Self {
         let vs = nn::VarStore::new(Device::Cpu);
         let actor = Actor::new(&vs.root(), description);
-        let signals = RewardSignals::new(description, &settings.reward_signals, demonstrations.gail.as_deref());
+        let signals = RewardSignals::new(description, &settings.reward_signals, demonstrations.gail.as_deref(), settings.compat_0_28);
         let critic = Critic::for_signals(&(vs.root() / "critic"), description, &signals.keys());
         let adam = Adam::new(&vs);
         let h = &settings.hyperparameters;
         let max = settings.max_steps;
-        let cloning = demonstrations.cloning.as_deref().zip(settings.behavioral_cloning.as_ref()).map(|(rows, bc)| {
-            let is_actor = |name: &str| !name.starts_with(crate::checkpoint::CRITIC_PREFIX);
-            BehavioralCloning::new(&vs, is_actor, rows, &description.observation_sizes(), bc, h.learning_rate, seed.wrapping_add(1))
-        });
+        let is_actor = |name: &str| !name.starts_with(crate::checkpoint::CRITIC_PREFIX);
+        let cloning = BehavioralCloning::for_trainer(&vs, is_actor, demonstrations.cloning.as_deref(), description, settings, seed.wrapping_add(1));
         Self {
             learning_rate: DecayedValue::learning_rate(h.learning_rate_schedule, h.learning_rate, max),
             beta: DecayedValue::beta(h.beta_schedule, h.beta, max),

@@ -13,7 +13,8 @@
 //! of D, its norm over all of a row's values (0.28: per-element interpolation, the first
 //! observation only, a norm over dimension 1; §11 #4); padding rows of recurrent sequences are
 //! masked out (#7); the normaliser, with `normalize`, takes the demonstrations once and the
-//! policy's trajectories as they come (#5).
+//! policy's trajectories as they come (#5). A `--compat-0-28` run takes 0.28's raw actions
+//! (#3) and gradient penalty (#4) instead (its normaliser stays ours).
 //!
 //! Variables are named as 0.28's `DiscriminatorNetwork` names them, under
 //! `reward_signals.gail.`.
@@ -76,15 +77,19 @@ pub struct Gail {
     learning_rate: f64,
     branches: Vec<i64>,
     use_actions: bool,
-    /// PPO's continuous actions are raw samples the environment receives a third of, clipped.
+    /// PPO's continuous actions are raw samples the environment receives a third of, clipped
+    /// (false in `--compat-0-28` runs: 0.28 feeds D the raw samples).
     clipped_actions: bool,
+    /// The gradient penalty as 0.28 computes it: the shape of the first observation, the only
+    /// one it penalises (`--compat-0-28` runs).
+    penalty_0_28: Option<Vec<i64>>,
     expert: Expert,
 }
 
 impl Gail {
     /// The discriminator for a behavior of `description` with `signal`'s settings, and the
-    /// demonstration rows it tells the policy's from.
-    pub fn new(description: &PolicyDescription, signal: &RewardSignal, demonstrations: &[DemoRow]) -> Self {
+    /// demonstration rows it tells the policy's from; `compat_0_28` as the module says.
+    pub fn new(description: &PolicyDescription, signal: &RewardSignal, demonstrations: &[DemoRow], compat_0_28: bool) -> Self {
         let store = nn::VarStore::new(Device::Cpu);
         let root = signal_root(&store, RewardSignalKind::Gail);
         let d = signal_description(description, signal);
@@ -115,7 +120,8 @@ impl Gail {
             learning_rate: signal.learning_rate.unwrap_or(3e-4),
             branches,
             use_actions,
-            clipped_actions: description.continuous_head == ContinuousHead::Clipped,
+            clipped_actions: description.continuous_head == ContinuousHead::Clipped && !compat_0_28,
+            penalty_0_28: compat_0_28.then(|| d.observation_shapes[0].iter().map(|x| *x as i64).collect()),
             expert,
         }
     }
@@ -148,13 +154,22 @@ impl Gail {
     /// The gradient penalty: D on rows interpolated between each policy row and an expert row
     /// (one mixing weight per row, for every input), then the mean over rows of
     /// (‖∇D‖ − 1)², the gradient taken with respect to all of the row's inputs.
+    ///
+    /// 0.28's (`penalty_0_28`): a mixing weight per value, the gradient of the first
+    /// observation only, its norm over the observation's first dimension (an image's height),
+    /// then the mean of (‖∇D‖ − 1)² over rows and the other dimensions, padding rows included.
     fn gradient_penalty(&self, batch: &SignalBatch, policy_actions: Option<&Tensor>, expert_obs: &[Tensor], expert_actions: Option<&Tensor>) -> Tensor {
         let n = batch.continuous.size()[0];
         let weight = Tensor::rand([n], (Kind::Float, Device::Cpu));
         let mix = |policy: &Tensor, expert: &Tensor| {
-            let mut shape = vec![n];
-            shape.resize(policy.dim(), 1);
-            let w = weight.reshape(shape.as_slice());
+            let w = match self.penalty_0_28 {
+                Some(_) => policy.rand_like(),
+                None => {
+                    let mut shape = vec![n];
+                    shape.resize(policy.dim(), 1);
+                    weight.reshape(shape.as_slice())
+                }
+            };
             (policy * &w + expert * (w.neg() + 1.0)).detach().set_requires_grad(true)
         };
         let obs: Vec<Tensor> = batch.obs.iter().zip(expert_obs).map(|(p, e)| mix(p, e)).collect();
@@ -163,6 +178,11 @@ impl Gail {
         let mut inputs: Vec<&Tensor> = obs.iter().collect();
         inputs.extend(actions.as_ref());
         let gradients = Tensor::run_backward(&[estimate], &inputs, true, true);
+        if let Some(shape) = &self.penalty_0_28 {
+            let first = gradients[0].reshape([n, shape[0], -1]);
+            let norm = (first.pow_tensor_scalar(2).sum_dim_intlist(1, false, Kind::Float) + EPSILON).sqrt();
+            return (norm - 1.0).pow_tensor_scalar(2).mean(Kind::Float);
+        }
         let squared: Tensor = gradients.iter().map(|g| g.pow_tensor_scalar(2).reshape([n, -1]).sum_dim_intlist(1, false, Kind::Float)).fold(Tensor::zeros([n], (Kind::Float, Device::Cpu)), |sum, g| sum + g);
         batch.masked_mean(&((squared + EPSILON).sqrt() - 1.0).pow_tensor_scalar(2))
     }
@@ -279,6 +299,7 @@ mod tests {
             discrete: spec.discrete_branches.iter().map(|k| rng.random_range(0..*k as i32)).collect(),
             reward: 0.0,
             done: false,
+            episode_ends: false,
         }
     }
 
@@ -306,7 +327,7 @@ mod tests {
         ] {
             tch::manual_seed(0);
             let (expert, policy) = (repeated_row(&spec, 1), repeated_row(&spec, 2));
-            let mut gail = Gail::new(&description(spec.clone()), &signal(options), &vec![expert.clone(); 1000]);
+            let mut gail = Gail::new(&description(spec.clone()), &signal(options), &vec![expert.clone(); 1000], false);
             let (expert_before, policy_before) = (mean_reward(&gail, &expert), mean_reward(&gail, &policy));
             let obs = vec![Tensor::from_slice(&policy.observations[0]).reshape([1, 6]).repeat([64, 1])];
             let continuous = (Tensor::from_slice(&policy.continuous).reshape([1, -1]) * ACTION_CLIP).repeat([64, 1]);
@@ -332,13 +353,55 @@ mod tests {
         tch::manual_seed(3);
         let spec = ActionSpec::continuous(2);
         let expert = repeated_row(&spec, 1);
-        let gail = Gail::new(&description(spec), &signal(", use_actions: true"), std::slice::from_ref(&expert));
+        let gail = Gail::new(&description(spec), &signal(", use_actions: true"), std::slice::from_ref(&expert), false);
         let obs = vec![Tensor::from_slice(&expert.observations[0]).reshape([1, 6])];
         let raw = Tensor::from_slice(&expert.continuous).reshape([1, 2]) * ACTION_CLIP;
         let discrete = Tensor::zeros([1, 0], (Kind::Int64, Device::Cpu));
         let batch = SignalBatch { obs: &obs, next_obs: &obs, continuous: &raw, discrete: &discrete, valid: None, done: None };
         let policy_input = gail.policy_actions(&batch).unwrap();
         assert!(policy_input.allclose(gail.expert.actions.as_ref().unwrap(), 1e-6, 1e-6, false), "{policy_input} vs {:?}", gail.expert.actions);
+    }
+
+    /// `--compat-0-28` feeds D PPO's raw actions, as 0.28 does (three times the expert's here).
+    #[test]
+    fn compat_0_28_reads_raw_policy_actions() {
+        let spec = ActionSpec::continuous(2);
+        let expert = repeated_row(&spec, 1);
+        let gail = Gail::new(&description(spec), &signal(", use_actions: true"), std::slice::from_ref(&expert), true);
+        let obs = vec![Tensor::from_slice(&expert.observations[0]).reshape([1, 6])];
+        let raw = Tensor::from_slice(&expert.continuous).reshape([1, 2]) * ACTION_CLIP;
+        let discrete = Tensor::zeros([1, 0], (Kind::Int64, Device::Cpu));
+        let batch = SignalBatch { obs: &obs, next_obs: &obs, continuous: &raw, discrete: &discrete, valid: None, done: None };
+        assert!(gail.policy_actions(&batch).unwrap().narrow(1, 0, 2).allclose(&raw, 1e-6, 1e-6, false));
+    }
+
+    /// Both penalties against the gradient of D taken directly, on rows where the policy's and
+    /// the expert's inputs are equal (so every interpolation is the same point): ours is the
+    /// norm over the observation and the actions, 0.28's over the observation alone.
+    #[test]
+    fn the_gradient_penalties_match_the_gradient_of_d() {
+        let spec = ActionSpec::hybrid(1, &[3]);
+        let expert = repeated_row(&spec, 5);
+        for compat in [false, true] {
+            tch::manual_seed(6);
+            let gail = Gail::new(&description(spec.clone()), &signal(", use_actions: true"), std::slice::from_ref(&expert), compat);
+            let obs = vec![gail.expert.obs[0].repeat([4, 1])];
+            let actions = gail.expert.actions.as_ref().unwrap().repeat([4, 1]);
+            let continuous = actions.narrow(1, 0, 1) * if compat { 1.0 } else { ACTION_CLIP };
+            let discrete = Tensor::from_slice(&[i64::from(expert.discrete[0])]).reshape([1, 1]).repeat([4, 1]);
+            let batch = SignalBatch { obs: &obs, next_obs: &obs, continuous: &continuous, discrete: &discrete, valid: None, done: None };
+            let policy_actions = gail.policy_actions(&batch).unwrap();
+            assert!(policy_actions.allclose(&actions, 1e-6, 1e-6, false));
+            let penalty = gail.gradient_penalty(&batch, Some(&policy_actions), &obs, Some(&actions)).double_value(&[]);
+            let x = obs[0].detach().set_requires_grad(true);
+            let a = actions.detach().set_requires_grad(true);
+            let d = gail.estimate(std::slice::from_ref(&x), Some(&a), false).probability.sum(Kind::Float);
+            let g = Tensor::run_backward(&[d], &[&x, &a], false, false);
+            let squared = g[0].pow_tensor_scalar(2).sum_dim_intlist(1, false, Kind::Float);
+            let squared = if compat { squared } else { squared + g[1].pow_tensor_scalar(2).sum_dim_intlist(1, false, Kind::Float) };
+            let expected = ((squared + EPSILON).sqrt() - 1.0).pow_tensor_scalar(2).mean(Kind::Float).double_value(&[]);
+            assert!((penalty - expected).abs() < 1e-5, "compat {compat}: {penalty} vs {expected}");
+        }
     }
 
     /// The gradient penalty is (‖∇D‖ − 1)²: below 1 for an untrained D (a small gradient), 1
@@ -348,7 +411,7 @@ mod tests {
         tch::manual_seed(4);
         let spec = ActionSpec::discrete(&[2]);
         let expert = repeated_row(&spec, 1);
-        let gail = Gail::new(&description(spec), &signal(", use_actions: true"), std::slice::from_ref(&expert));
+        let gail = Gail::new(&description(spec), &signal(", use_actions: true"), std::slice::from_ref(&expert), false);
         let obs = vec![Tensor::randn([8, 6], (Kind::Float, Device::Cpu))];
         let discrete = Tensor::ones([8, 1], (Kind::Int64, Device::Cpu));
         let continuous = Tensor::zeros([8, 0], (Kind::Float, Device::Cpu));

@@ -122,6 +122,9 @@ struct Signal {
     strength: f64,
     /// None for the extrinsic signal.
     provider: Option<Box<dyn RewardProvider>>,
+    /// Its loss counts the padding rows of recurrent sequences (0.28's GAIL and RND, in
+    /// `--compat-0-28` runs; §11 #7).
+    trains_on_padding: bool,
 }
 
 /// A behavior's reward signals, in `reward_signals` key order (which is their value heads').
@@ -147,8 +150,9 @@ pub struct SignalRewards {
 
 impl RewardSignals {
     /// The signals of `settings` for a behavior of `description` (their networks drawn from
-    /// libtorch's generator); `demonstrations` are GAIL's.
-    pub fn new(description: &PolicyDescription, settings: &BTreeMap<String, RewardSignal>, demonstrations: Option<&[DemoRow]>) -> Self {
+    /// libtorch's generator); `demonstrations` are GAIL's. With `compat_0_28`, GAIL and RND
+    /// train as 0.28's do where §11 finds them wrong ([`gail`], padding rows in their losses).
+    pub fn new(description: &PolicyDescription, settings: &BTreeMap<String, RewardSignal>, demonstrations: Option<&[DemoRow]>, compat_0_28: bool) -> Self {
         let signals = settings
             .values()
             .map(|signal| {
@@ -156,9 +160,10 @@ impl RewardSignals {
                     RewardSignalKind::Extrinsic => None,
                     RewardSignalKind::Curiosity => Some(Box::new(curiosity::Curiosity::new(description, signal))),
                     RewardSignalKind::Rnd => Some(Box::new(rnd::Rnd::new(description, signal))),
-                    RewardSignalKind::Gail => Some(Box::new(gail::Gail::new(description, signal, demonstrations.unwrap_or_default()))),
+                    RewardSignalKind::Gail => Some(Box::new(gail::Gail::new(description, signal, demonstrations.unwrap_or_default(), compat_0_28))),
                 };
-                Signal { kind: signal.kind, gamma: signal.gamma, strength: signal.strength, provider }
+                let trains_on_padding = compat_0_28 && matches!(signal.kind, RewardSignalKind::Gail | RewardSignalKind::Rnd);
+                Signal { kind: signal.kind, gamma: signal.gamma, strength: signal.strength, provider, trains_on_padding }
             })
             .collect();
         Self { signals, episode_rewards: HashMap::new(), update_stats: BTreeMap::new() }
@@ -243,7 +248,10 @@ impl RewardSignals {
 
     /// Trains the `index`-th signal with networks on one minibatch (SAC samples one for each).
     pub fn update_network(&mut self, index: usize, batch: &SignalBatch) {
-        if let Some(provider) = self.signals.iter_mut().filter_map(|s| s.provider.as_mut()).nth(index) {
+        if let Some(signal) = self.signals.iter_mut().filter(|s| s.provider.is_some()).nth(index) {
+            let unmasked = SignalBatch { valid: None, ..*batch };
+            let batch = if signal.trains_on_padding { &unmasked } else { batch };
+            let Some(provider) = signal.provider.as_mut() else { return };
             for (tag, value) in provider.update(batch) {
                 self.update_stats.entry(tag).or_default().push(value);
             }

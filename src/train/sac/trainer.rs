@@ -140,7 +140,7 @@ impl Sac {
         let spec = &description.action_spec;
         let (c, branches) = (spec.continuous_size, spec.discrete_branches.len());
         let q_outputs = spec.mask_len().max(1);
-        let signals = RewardSignals::new(description, &settings.reward_signals, demonstrations.gail.as_deref());
+        let signals = RewardSignals::new(description, &settings.reward_signals, demonstrations.gail.as_deref(), settings.compat_0_28);
         let streams = signals.keys();
         let values_vs = nn::VarStore::new(Device::Cpu);
         let value = Critic::for_signals(&(values_vs.root() / VALUE_NETWORK), description, &streams);
@@ -157,11 +157,7 @@ impl Sac {
         let (continuous_target, discrete_targets) = target_entropies(c, &spec.discrete_branches);
         let h = &settings.hyperparameters;
         let sequence_length = settings.network_settings.memory.map_or(1, |m| m.sequence_length);
-        let cloning = demonstrations
-            .cloning
-            .as_deref()
-            .zip(settings.behavioral_cloning.as_ref())
-            .map(|(rows, bc)| BehavioralCloning::new(&actor_vs, |_| true, rows, &description.observation_sizes(), bc, h.learning_rate, seed.wrapping_add(1)));
+        let cloning = BehavioralCloning::for_trainer(&actor_vs, |_| true, demonstrations.cloning.as_deref(), description, settings, seed.wrapping_add(1));
         Ok(Self {
             policy_adam: Adam::new(&actor_vs),
             value_adam: Adam::new(&values_vs),
