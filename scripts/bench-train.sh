@@ -4,7 +4,9 @@
 # same run. Reports steps/s, wall time and steps to the first summary at the target reward,
 # the final summary's reward and peak memory (RSS of the trainer process tree as GNU time
 # sees the top process).
-# Usage: [THREADED=true|false] scripts/bench-train.sh [SCENE] [CONFIG] [TARGET] [MAX_STEPS]
+# Usage: [THREADED=true|false] [SEED=N] [OURS_FLAGS=...] scripts/bench-train.sh [SCENE] [CONFIG] [TARGET] [MAX_STEPS]
+#   SEED: --seed N for both trainers (default: the configuration's, random when it sets none);
+#   OURS_FLAGS: more flags for ours only (e.g. --compat-0-28)
 #   (default 3DBall, its shipped config, 100, the config's max_steps)
 #   Basic: scripts/bench-train.sh Basic tests/fixtures/config/Basic.yaml 0.9 100000
 set -euo pipefail
@@ -23,11 +25,14 @@ if [ -n "$MAX_STEPS" ]; then
 fi
 apply_threaded "$CONFIG"
 SIM="$CARGO_TARGET_DIR/release/mlagents-sim"
+SEED_FLAGS=()
+if [ -n "${SEED:-}" ]; then SEED_FLAGS=(--seed "$SEED"); fi
+# shellcheck disable=SC2086  # OURS_FLAGS is a list of flags
 /usr/bin/time -v "$CARGO_TARGET_DIR/release/mlagents-learn" "$CONFIG" --run-id ours --env "sim:$SCENE" \
-  --results-dir "$OUT" --force > "$OUT/ours.log" 2> "$OUT/ours.time" || true
+  --results-dir "$OUT" --force "${SEED_FLAGS[@]}" ${OURS_FLAGS:-} > "$OUT/ours.log" 2> "$OUT/ours.time" || true
 # (--env-args takes every argument after it: it comes last.)
 /usr/bin/time -v "$TORCH_VENV/bin/mlagents-learn" "$CONFIG" --run-id python --env "$SIM" --no-graphics \
-  --results-dir "$OUT" --base-port 6405 --force --env-args --scene "$SCENE" > "$OUT/python.log" 2> "$OUT/python.time" || true
+  --results-dir "$OUT" --base-port 6405 --force "${SEED_FLAGS[@]}" --env-args --scene "$SCENE" > "$OUT/python.log" 2> "$OUT/python.time" || true
 python3 - "$OUT" "$TARGET" <<'PY'
 import re, sys
 out, target = sys.argv[1], float(sys.argv[2])
@@ -43,3 +48,4 @@ for name in ("ours", "python"):
     print(f"{name:7s} steps/s {steps / elapsed:8.0f}  first >= {target}: "
           f"{'%d steps, %.1f s' % first if first else 'never'}  final reward {reward:.3f}  wall {wall}  peak RSS {rss:.0f} MiB")
 PY
+echo "logs: $OUT"

@@ -34,6 +34,11 @@ fn expected(scene: &str) -> Vec<(&'static str, Vec<Vec<usize>>, ActionSpec, usiz
         "Goal1DContinuous" => vec![("1D?team=0", one.clone(), ActionSpec::continuous(1), 1)],
         "MemoryHybrid" => vec![("1D?team=0", one, ActionSpec::hybrid(1, &[2]), 1)],
         "MultiAgentGroup" => vec![("1D?team=0", one, ActionSpec::continuous(1), 2)],
+        "CoopReach1D" | "CoopReach1DSameIds" => vec![("1D?team=0", one, ActionSpec::discrete(&[2]), 2)],
+        "CoopReach1DContinuous" => vec![("1D?team=0", one, ActionSpec::continuous(1), 2)],
+        "CoopTimeout" => vec![("1D?team=0", one, ActionSpec::discrete(&[2]), 4)],
+        "CoopSacrifice" => vec![("1D?team=0", vec![vec![5]], ActionSpec::discrete(&[2]), 12)],
+        "EntityGoal1D" => vec![("1D?team=0", vec![vec![10, 5]], ActionSpec::discrete(&[2]), 1)],
         "Ghost1D" => vec![
             ("1D?team=0", one.clone(), ActionSpec::discrete(&[2]), 1),
             ("1D?team=1", one, ActionSpec::discrete(&[2]), 1),
@@ -151,6 +156,12 @@ scene_tests! {
     memory_discrete_scene: "Memory1DDiscrete", 300;
     memory_continuous_scene: "Memory1DContinuous", 300;
     multi_agent_group_scene: "MultiAgentGroup", 300;
+    coop_reach_scene: "CoopReach1D", 300;
+    coop_reach_continuous_scene: "CoopReach1DContinuous", 300;
+    coop_reach_same_ids_scene: "CoopReach1DSameIds", 300;
+    coop_timeout_scene: "CoopTimeout", 300;
+    coop_sacrifice_scene: "CoopSacrifice", 300;
+    entity_goal_scene: "EntityGoal1D", 300;
     ghost_scene: "Ghost1D", 300;
     asymmetric_ghost_scene: "AsymmetricGhost1D", 300;
     ghost_continuous_scene: "Ghost1DContinuous", 300;

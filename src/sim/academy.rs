@@ -246,8 +246,8 @@ impl Academy {
             if let Some((c, d)) = self.action_of(i, actions, &mut cursor) {
                 self.scene.act(i, &c, &d, &mut self.ctx);
             }
-            if self.ctx.take_ended(i) {
-                self.end_episode(i, false);
+            if let Some(interrupted) = self.ctx.take_ended(i) {
+                self.end_episode(i, interrupted);
             }
             let max_step = self.agent_defs[i].max_step;
             if max_step > 0 && self.agents[i].step_count >= max_step {
@@ -256,8 +256,8 @@ impl Academy {
         }
         self.scene.physics_step(&mut self.ctx);
         for i in 0..self.agent_defs.len() {
-            if self.ctx.take_ended(i) {
-                self.end_episode(i, false);
+            if let Some(interrupted) = self.ctx.take_ended(i) {
+                self.end_episode(i, interrupted);
             }
         }
         self.academy_step += 1;

@@ -101,7 +101,8 @@ pub struct SceneContext {
     pub rng: ChaCha8Rng,
     rewards: Vec<f32>,
     group_rewards: Vec<f32>,
-    ended: Vec<bool>,
+    /// Agents whose episode ends this step: Some(interrupted).
+    ended: Vec<Option<bool>>,
     parameters: Arc<Mutex<EnvironmentParametersChannel>>,
     stats: Arc<Mutex<StatsSideChannel>>,
 }
@@ -113,7 +114,7 @@ impl SceneContext {
         parameters: Arc<Mutex<EnvironmentParametersChannel>>,
         stats: Arc<Mutex<StatsSideChannel>>,
     ) -> Self {
-        Self { rng, rewards: vec![0.0; agents], group_rewards: vec![0.0; agents], ended: vec![false; agents], parameters, stats }
+        Self { rng, rewards: vec![0.0; agents], group_rewards: vec![0.0; agents], ended: vec![None; agents], parameters, stats }
     }
 
     /// `Agent.AddReward`.
@@ -131,9 +132,14 @@ impl SceneContext {
         self.group_rewards[agent] += reward;
     }
 
-    /// `Agent.EndEpisode`.
+    /// `Agent.EndEpisode` (also what Unity sends for an agent disabled mid-episode).
     pub fn end_episode(&mut self, agent: usize) {
-        self.ended[agent] = true;
+        self.ended[agent] = Some(false);
+    }
+
+    /// `Agent.EpisodeInterrupted` (a group's `GroupEpisodeInterrupted`, for one member).
+    pub fn interrupt_episode(&mut self, agent: usize) {
+        self.ended[agent] = Some(true);
     }
 
     /// `EnvironmentParameters.GetWithDefault`.
@@ -150,13 +156,14 @@ impl SceneContext {
         (std::mem::take(&mut self.rewards[agent]), std::mem::take(&mut self.group_rewards[agent]))
     }
 
-    pub(crate) fn take_ended(&mut self, agent: usize) -> bool {
-        std::mem::take(&mut self.ended[agent])
+    /// Whether agent's episode ends this step, and if so whether it was interrupted.
+    pub(crate) fn take_ended(&mut self, agent: usize) -> Option<bool> {
+        self.ended[agent].take()
     }
 
     pub(crate) fn clear_agent(&mut self, agent: usize) {
         self.rewards[agent] = 0.0;
         self.group_rewards[agent] = 0.0;
-        self.ended[agent] = false;
+        self.ended[agent] = None;
     }
 }

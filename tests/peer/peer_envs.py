@@ -11,7 +11,7 @@ import time
 import traceback
 
 import numpy as np
-from mlagents_envs.base_env import ActionTuple, ObservationType
+from mlagents_envs.base_env import ActionTuple, DimensionProperty, ObservationType
 from mlagents_envs.environment import UnityEnvironment
 from mlagents_envs.side_channel.engine_configuration_channel import EngineConfigurationChannel
 from mlagents_envs.side_channel.environment_parameters_channel import EnvironmentParametersChannel
@@ -44,11 +44,32 @@ EXPECTED = {
     "AsymmetricGhost1D": {"1D?team=0": (ONE, 0, (2,), 1), "1DOpp?team=1": (ONE, 0, (2,), 1)},
     "Ghost1DContinuous": {"1D?team=0": (ONE, 1, (), 1), "1D?team=1": (ONE, 1, (), 1)},
     "AsymmetricGhost1DContinuous": {"1D?team=0": (ONE, 1, (), 1), "1DOpp?team=1": (ONE, 1, (), 1)},
+    "CoopReach1D": {"1D?team=0": (ONE, 0, (2,), 2)},
+    "CoopReach1DContinuous": {"1D?team=0": (ONE, 1, (), 2)},
+    "CoopReach1DSameIds": {"1D?team=0": (ONE, 0, (2,), 2)},
+    "CoopTimeout": {"1D?team=0": (ONE, 0, (2,), 4)},
+    "CoopSacrifice": {"1D?team=0": ([(5,)], 0, (2,), 12)},
+    "EntityGoal1D": {"1D?team=0": ([(10, 5)], 0, (2,), 1)},
+    "SparseSwitch": {"SparseSwitch?team=0": ([(13,)], 0, (4,), 8)},
     "Corridor": {"Corridor?team=0": ([(3,)], 0, (3,), 8)},
     "Pong": {"Pong?team=0": ([(6,)], 0, (3,), 1), "Pong?team=1": ([(6,)], 0, (3,), 1)},
     "Race": {"Race?team=0": ([(3,)], 0, (3,), 1), "Race?team=1": ([(3,)], 0, (3,), 1)},
     "RaceAsymmetric": {"RaceDuo?team=0": ([(3,)], 0, (3,), 2), "RaceSolo?team=1": ([(3,)], 0, (3,), 1)},
 }
+# Grouped scenes: the group ids their agents carry, and what 200 random steps must show in the
+# terminal steps: a group reward (a group episode ended by its last finisher) or an interruption
+# (a group step limit).
+GROUPS = {
+    "MultiAgentGroup": ({1}, "group reward"),
+    "CoopReach1D": ({1}, "group reward"),
+    "CoopReach1DContinuous": ({1}, "group reward"),
+    "CoopReach1DSameIds": ({1}, "group reward"),
+    "CoopTimeout": ({1, 2}, "interrupted"),
+    "CoopSacrifice": ({1, 2, 3, 4}, "interrupted"),
+    "RaceAsymmetric": ({0, 1}, None),
+}
+# Observations with dimension properties other than NONE per dimension.
+DIMENSION_PROPERTIES = {"EntityGoal1D": [(DimensionProperty.VARIABLE_SIZE, DimensionProperty.NONE)]}
 STEPS = 200
 
 
@@ -91,16 +112,27 @@ def run_scene(sim, scene, port):
             check(all(o.observation_type == ObservationType.DEFAULT for o in spec.observation_specs), "obs type")
             check(spec.action_spec.continuous_size == continuous, f"{name}: continuous {spec.action_spec}")
             check(tuple(spec.action_spec.discrete_branches) == branches, f"{name}: branches {spec.action_spec}")
+            if scene in DIMENSION_PROPERTIES:
+                got = [tuple(o.dimension_property) for o in spec.observation_specs]
+                check(got == DIMENSION_PROPERTIES[scene], f"{name}: dimension properties {got}")
             decisions, terminals = env.get_steps(name)
             check(len(decisions) == agents and len(terminals) == 0, f"{name}: {len(decisions)} agents after reset")
         rng = np.random.default_rng(0)
         ended = {name: 0 for name in expected}
         received = {}
+        group_ids, group_rewards, interruptions = set(), 0, 0
         for _ in range(STEPS):
             for name in expected:
                 spec = env.behavior_specs[name]
                 decisions, terminals = env.get_steps(name)
                 ended[name] += len(terminals)
+                group_ids.update(int(g) for g in decisions.group_id)
+                group_ids.update(int(g) for g in terminals.group_id)
+                group_rewards += int(np.count_nonzero(terminals.group_reward))
+                interruptions += int(np.count_nonzero(terminals.interrupted))
+                for agent_id in terminals.agent_id:
+                    step = terminals[agent_id]
+                    check(step.group_reward == terminals.group_reward[terminals.agent_id_to_index[agent_id]], "terminal step")
                 for obs, o_spec in zip(decisions.obs, spec.observation_specs):
                     check(obs.shape == (len(decisions),) + tuple(o_spec.shape), f"{name}: batch {obs.shape}")
                 if len(decisions) > 0:
@@ -109,6 +141,12 @@ def run_scene(sim, scene, port):
             for key, values in stats.get_and_reset_stats().items():
                 received.setdefault(key, []).extend(values)
         check(all(n > 0 for n in ended.values()), f"episodes ended: {ended}")
+        groups, shown = GROUPS.get(scene, ({0}, None))
+        check(group_ids == groups, f"group ids {group_ids}, expected {groups}")
+        if shown == "group reward":
+            check(group_rewards > 0, "no terminal step carried a group reward")
+        if shown == "interrupted":
+            check(interruptions > 0, "no group episode was interrupted")
         most_recent = StatsAggregationMethod.MOST_RECENT
         check(received["Sim/Parameter/peer_float"][0] == (1.5, most_recent), "float parameter reached the scene")
         check(received["Sim/Parameter/peer_uniform"][0][0] == 2.0, "uniform sampler reached the scene")
@@ -117,7 +155,7 @@ def run_scene(sim, scene, port):
         check(received["Sim/Engine/Time Scale"][0][0] == 20.0, "engine configuration reached the scene")
         check(received["Sim/Engine/Quality Level"][0][0] == 5.0, "quality level reached the scene")
         scene_stats = sorted(k for k in received if not k.startswith("Sim/"))
-        return f"{STEPS} steps, episodes ended {ended}, scene stats {scene_stats}"
+        return f"{STEPS} steps, episodes ended {ended}, groups {sorted(group_ids)}, group rewards {group_rewards}, interrupted {interruptions}, scene stats {scene_stats}"
     finally:
         env.close()
 

@@ -129,18 +129,18 @@ mod tests {
         assert_eq!(scene.observe(0), vec![vec![0.0, 0.03, 0.03]]);
         let mut total = 0.0;
         for _ in 0..3 {
-            assert!(!ctx.take_ended(0));
+            assert_eq!(ctx.take_ended(0), None);
             scene.act(0, &[], &[2], &mut ctx);
             total += ctx.take_reward(0).0;
         }
-        assert!(ctx.take_ended(0));
+        assert_eq!(ctx.take_ended(0), Some(false));
         assert!((total - (1.0 - 3.0 * STEP_PENALTY)).abs() < 1e-6, "{total}");
         scene.reset(&mut ctx);
         for _ in 0..3 {
-            assert!(!ctx.take_ended(1));
+            assert_eq!(ctx.take_ended(1), None);
             scene.act(1, &[], &[1], &mut ctx);
         }
-        assert!(ctx.take_ended(1));
+        assert_eq!(ctx.take_ended(1), Some(false));
         assert!((ctx.take_reward(1).0 - (SMALL_GOAL_REWARD - 3.0 * STEP_PENALTY)).abs() < 1e-6);
     }
 }

@@ -2,6 +2,7 @@
 
 mod ball3d;
 mod basic;
+mod coop;
 mod corridor;
 mod gridworld;
 mod pong;
@@ -11,6 +12,7 @@ mod switch;
 
 pub use ball3d::{Ball3D, BallObservations};
 pub use basic::Basic;
+pub use coop::{CoopConfig, CoopScene, CoopTask, COOP_BEHAVIOR, DOOR_REWARD};
 pub use corridor::{Corridor, DEFAULT_GOAL_DISTANCE, GOAL_DISTANCE_PARAMETER};
 pub use gridworld::GridWorld;
 pub use pong::Pong;
@@ -52,6 +54,12 @@ pub const SCENES: &[SceneInfo] = &[
     SceneInfo { name: "Memory1DContinuousWide", description: "Memory1DContinuous with step 0.5 (test_recurrent_sac's continuous case)" },
     SceneInfo { name: "MemoryHybrid", description: "test suite MemoryEnvironment (goal shown 3 steps), 1 continuous + 1 branch of 2, step 0.5" },
     SceneInfo { name: "MultiAgentGroup", description: "test suite MultiAgentEnvironment: 2 agents in group 1, group reward" },
+    SceneInfo { name: "CoopReach1D", description: "POCA test scene: 2 agents in group 1 each reach their own goal side (1 branch of 2); an early finisher's episode ends, the last one's reward goes to the group" },
+    SceneInfo { name: "CoopReach1DContinuous", description: "CoopReach1D with 1 continuous action" },
+    SceneInfo { name: "CoopReach1DSameIds", description: "CoopReach1D whose agents keep their ids from one group episode to the next (EndGroupEpisode)" },
+    SceneInfo { name: "CoopTimeout", description: "CoopReach1D in 2 areas (groups 1, 2) whose group episodes are interrupted after 8 steps" },
+    SceneInfo { name: "CoopSacrifice", description: "cooperative, DungeonEscape-like: 4 groups of 3; one member must go to the dragon (its episode ends with nothing) for the door to give the rest +1" },
+    SceneInfo { name: "EntityGoal1D", description: "test suite SimpleEnvironment whose goal sign is only in a BufferSensor-like [10, 5] observation of 1 to 10 real entities, 1 branch of 2" },
     SceneInfo { name: "Ghost1D", description: "test suite ghost scene: `1D?team=0` and `1D?team=1`, 1 branch of 2" },
     SceneInfo { name: "AsymmetricGhost1D", description: "test suite asymmetric ghost scene: `1D?team=0` and `1DOpp?team=1`" },
     SceneInfo { name: "Ghost1DContinuous", description: "Ghost1D with 1 continuous action (the upstream ghost tests' (1, 0) case)" },
@@ -104,6 +112,12 @@ pub fn build(name: &str) -> Option<Box<dyn Scene>> {
             let (c, d) = if name.ends_with("Continuous") { (1, 0) } else { (0, 1) };
             Box::new(SimpleScene::new(SimpleConfig { behaviors: vec!["1D?team=0".into(), opponent.into()], ..simple(c, d, 0.2) }))
         }
+        "CoopReach1D" => Box::new(CoopScene::new(CoopConfig::reach(false))),
+        "CoopReach1DContinuous" => Box::new(CoopScene::new(CoopConfig::reach(true))),
+        "CoopReach1DSameIds" => Box::new(CoopScene::new(CoopConfig { keep_ids: true, ..CoopConfig::reach(false) })),
+        "CoopTimeout" => Box::new(CoopScene::new(CoopConfig { areas: 2, group_step_limit: 8, ..CoopConfig::reach(false) })),
+        "CoopSacrifice" => Box::new(CoopScene::new(CoopConfig::sacrifice())),
+        "EntityGoal1D" => Box::new(SimpleScene::new(SimpleConfig { num_vector: 0, entities: Some([10, 5]), ..simple(0, 1, 0.2) })),
         "Corridor" => Box::new(Corridor::new()),
         "Pong" => Box::new(Pong::new()),
         "Race" => Box::new(Race::symmetric()),

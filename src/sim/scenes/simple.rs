@@ -4,7 +4,7 @@
 
 use crate::comm::side_channel::StatsAggregation;
 use crate::sim::scene::{AgentDef, BehaviorDef, ObservationDef, Scene, SceneContext};
-use crate::spec::{ActionSpec, ObservationSpec, ObservationType};
+use crate::spec::{ActionSpec, DimensionProperty, ObservationSpec, ObservationType};
 use rand::Rng;
 
 /// Penalty per step.
@@ -34,6 +34,10 @@ pub struct SimpleConfig {
     pub memory: bool,
     /// Agents per behavior, all in group 1 when more than one (MultiAgentEnvironment).
     pub group_size: usize,
+    /// A BufferSensor-like observation first, `[max entities, entity size]` with dimension
+    /// properties (VARIABLE_SIZE, NONE): a random number of real entities per episode (1 to
+    /// max), each `[goal, noise.., 1]`, the rest zeros (masked by an attention encoder).
+    pub entities: Option<[usize; 2]>,
 }
 
 impl SimpleConfig {
@@ -51,6 +55,7 @@ impl SimpleConfig {
             goal_signal: false,
             memory: false,
             group_size: 1,
+            entities: None,
         }
     }
 }
@@ -63,6 +68,8 @@ struct AgentState {
     episode_return: f32,
     finished: bool,
     final_reward: f32,
+    /// The entity observation of this episode (with [`SimpleConfig::entities`]).
+    entities: Vec<f32>,
 }
 
 /// SimpleEnvironment / MemoryEnvironment / MultiAgentEnvironment.
@@ -112,6 +119,15 @@ impl Scene for SimpleScene {
             let [h, w, channels] = c.visual_shape;
             ObservationDef::floats(ObservationSpec::visual_hwc(h, w, channels, &format!("Visual_{i}")))
         }));
+        if let Some([max, size]) = c.entities {
+            let spec = ObservationSpec {
+                shape: vec![max, size],
+                dimension_properties: vec![DimensionProperty::VariableSize, DimensionProperty::None],
+                observation_type: ObservationType::Default,
+                name: "BufferSensor".into(),
+            };
+            observations.insert(0, ObservationDef::floats(spec));
+        }
         c.behaviors
             .iter()
             .map(|name| BehaviorDef {
@@ -148,7 +164,21 @@ impl Scene for SimpleScene {
         } else {
             goal
         };
-        self.agents[agent] = AgentState { goal, position: vec![0.0; dims], ..Default::default() };
+        let entities = match self.config.entities {
+            Some([max, size]) => {
+                let real = ctx.rng.random_range(1..=max);
+                (0..max * size)
+                    .map(|k| match (k / size < real, k % size) {
+                        (false, _) => 0.0,
+                        (true, 0) => goal,
+                        (true, last) if last == size - 1 => 1.0,
+                        (true, _) => ctx.rng.random_range(-1.0..1.0),
+                    })
+                    .collect()
+            }
+            None => vec![],
+        };
+        self.agents[agent] = AgentState { goal, position: vec![0.0; dims], entities, ..Default::default() };
     }
 
     fn wants_decision(&self, agent: usize) -> bool {
@@ -158,7 +188,8 @@ impl Scene for SimpleScene {
     fn observe(&mut self, agent: usize) -> Vec<Vec<f32>> {
         let c = &self.config;
         let g = self.shown_goal(agent);
-        let mut out: Vec<Vec<f32>> = (0..c.num_vector).map(|_| vec![g; c.vector_size]).collect();
+        let mut out: Vec<Vec<f32>> = c.entities.map(|_| self.agents[agent].entities.clone()).into_iter().collect();
+        out.extend((0..c.num_vector).map(|_| vec![g; c.vector_size]));
         out.extend((0..c.num_visual).map(|_| vec![g; c.visual_shape.iter().product()]));
         out
     }

@@ -128,7 +128,7 @@ mod tests {
         for _ in 0..CELLS - 1 {
             scene.act(0, &[], &[0], &mut ctx);
         }
-        assert!(ctx.take_ended(0));
+        assert_eq!(ctx.take_ended(0), Some(false));
         let total = ctx.take_reward(0).0;
         assert!((total - (GOAL_REWARD - 25.0 * STEP_PENALTY)).abs() < 1e-5, "{total}");
     }
