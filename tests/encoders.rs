@@ -5,7 +5,10 @@
 //! `train` feature the tch network); 0.28's "too small" errors; and the goal-conditioned body
 //! (hypernetwork) the same ways.
 
-use mlagents::policy::{names, ConditionalBody, EncoderType, PolicyDescription, VisualEncoder, WeightTensor, Weights, POLICY_FORMAT_VERSION};
+mod common;
+
+use common::reference_weight as fill;
+use mlagents::policy::{names, ConditionalBody, EncoderType, PolicyDescription, VisualEncoder, Weights, POLICY_FORMAT_VERSION};
 use mlagents::spec::ActionSpec;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -50,15 +53,6 @@ fn cases() -> Vec<Case> {
         .collect()
 }
 
-/// The script's weights: value i of tensor `name` is
-/// `(((i·7919 + s·104729) mod 2001) − 1000) / 1000 / √fan_in`, s the sum of the name's bytes.
-fn fill(name: &str, shape: &[usize]) -> WeightTensor {
-    let s: i64 = name.bytes().map(i64::from).sum();
-    let n: usize = shape.iter().product();
-    let fan_in: usize = if shape.len() > 1 { shape[1..].iter().product() } else { 1 };
-    let data = (0..n as i64).map(|i| ((((i * 7919 + s * 104_729) % 2001) - 1000) as f64 / 1000.0 / (fan_in as f64).sqrt()) as f32).collect();
-    WeightTensor { shape: shape.to_vec(), data }
-}
 
 /// The script's images: row r, value k (HWC) = ((37k + 11r) mod 101) / 100.
 fn image(row: usize, size: usize) -> Vec<f32> {

@@ -163,3 +163,14 @@ pub fn last_40_mean(returns: &[f32]) -> f32 {
     let tail = &returns[returns.len().saturating_sub(40)..];
     tail.iter().sum::<f32>() / tail.len().max(1) as f32
 }
+
+/// The reference scripts' weights (`tests/peer/encoder_reference.py`'s `fill`): value i of
+/// tensor `name` is `(((i·7919 + s·104729) mod 2001) − 1000) / 1000 / √fan_in`, s the sum of the
+/// name's bytes, fan_in the product of the shape after its first dimension (1 for a bias).
+pub fn reference_weight(name: &str, shape: &[usize]) -> mlagents::policy::WeightTensor {
+    let s: i64 = name.bytes().map(i64::from).sum();
+    let n: usize = shape.iter().product();
+    let fan_in: usize = if shape.len() > 1 { shape[1..].iter().product() } else { 1 };
+    let data = (0..n as i64).map(|i| ((((i * 7919 + s * 104_729) % 2001) - 1000) as f64 / 1000.0 / (fan_in as f64).sqrt()) as f32).collect();
+    mlagents::policy::WeightTensor { shape: shape.to_vec(), data }
+}

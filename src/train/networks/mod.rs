@@ -8,6 +8,7 @@
 
 pub mod acting;
 pub mod adam;
+pub mod attention;
 pub mod memory;
 
 use crate::policy::visual::{Step, VisualEncoder as EncoderShape};

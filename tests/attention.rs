@@ -1,0 +1,112 @@
+//! Entity attention against ML-Agents 0.28's own observation encoder
+//! (`tests/fixtures/attention/reference.json`, written by `tests/peer/attention_reference.py`
+//! from the real 0.28 torch modules): variable names and shapes, the zero-entity masks (an
+//! entity with Σx² < 0.01 is padding) and the encoder's output (the vector observations, then
+//! the pooled 128 of the residual self-attention) on rows with every entity real, one real
+//! entity beside one too small to count, and none.
+#![cfg(feature = "train")]
+
+mod common;
+
+use common::reference_weight;
+use mlagents::train::networks::attention::{zero_entities_mask, EntityAttention};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use tch::{nn, Device, Kind, Tensor};
+
+const ROWS: usize = 3;
+
+fn reference() -> Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/attention/reference.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn usizes(v: &Value) -> Vec<usize> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as usize).collect()
+}
+
+/// The script's `observation`: value k of row r of observation i is ((37k + 11r + 5i) mod 101)
+/// / 50 − 1; an entity buffer keeps every entity in row 0, 0.02s in entity 0 and entity 1 in
+/// row 1, nothing in row 2.
+fn observation(index: usize, shape: &[usize], row: usize) -> Vec<f32> {
+    let size: usize = shape.iter().product();
+    let values: Vec<f32> = (0..size).map(|k| ((((k * 37 + row * 11 + index * 5) % 101) as f64) / 50.0 - 1.0) as f32).collect();
+    if shape.len() == 1 || row == 0 {
+        return values;
+    }
+    let entity = shape[1];
+    (0..size)
+        .map(|k| match (row, k / entity) {
+            (1, 0) => 0.02,
+            (1, 1) => values[k],
+            _ => 0.0,
+        })
+        .collect()
+}
+
+#[test]
+fn the_entity_encoder_computes_what_0_28s_does() {
+    for case in reference()["cases"].as_array().unwrap() {
+        let shapes: Vec<Vec<usize>> = case["shapes"].as_array().unwrap().iter().map(usizes).collect();
+        let vectors: Vec<usize> = shapes.iter().filter(|s| s.len() == 1).map(|s| s[0]).collect();
+        let entities: Vec<(usize, [i64; 2])> = shapes.iter().enumerate().filter(|(_, s)| s.len() == 2).map(|(i, s)| (i, [s[0] as i64, s[1] as i64])).collect();
+        let store = nn::VarStore::new(Device::Cpu);
+        let attention = EntityAttention::new(&store.root(), vectors.iter().sum::<usize>() as i64, &entities);
+
+        let ours: BTreeMap<String, Vec<usize>> = store.variables().iter().map(|(name, t)| (name.clone(), t.size().iter().map(|d| *d as usize).collect())).collect();
+        let theirs: BTreeMap<String, Vec<usize>> = case["weights"].as_array().unwrap().iter().map(|w| (w[0].as_str().unwrap().to_string(), usizes(&w[1]))).collect();
+        assert_eq!(ours, theirs, "{shapes:?}: names and shapes");
+        tch::no_grad(|| {
+            for (name, mut variable) in store.variables() {
+                let weight = reference_weight(&name, &ours[&name]);
+                variable.copy_(&Tensor::from_slice(&weight.data).reshape(variable.size()));
+            }
+        });
+
+        let batch = |i: usize| {
+            let rows: Vec<f32> = (0..ROWS).flat_map(|r| observation(i, &shapes[i], r)).collect();
+            Tensor::from_slice(&rows).reshape([ROWS as i64, -1])
+        };
+        let vector_inputs: Vec<Tensor> = (0..shapes.len()).filter(|i| shapes[*i].len() == 1).map(batch).collect();
+        let entity_inputs: Vec<Tensor> = entities.iter().map(|(i, _)| batch(*i)).collect();
+        let encoded_self = (!vector_inputs.is_empty()).then(|| Tensor::cat(&vector_inputs, 1));
+        let pooled = tch::no_grad(|| attention.forward(encoded_self.as_ref(), &entity_inputs));
+        let output = match &encoded_self {
+            Some(x) => Tensor::cat(&[x.shallow_clone(), pooled], 1),
+            None => pooled,
+        };
+        assert_eq!(output.size()[1], case["output_width"].as_i64().unwrap());
+
+        for ((input, (_, [max, size])), expected) in entity_inputs.iter().zip(&entities).zip(case["masks"].as_array().unwrap()) {
+            let mask: Vec<f32> = Vec::try_from(zero_entities_mask(&input.reshape([-1, *max, *size])).reshape([-1])).unwrap();
+            let expected: Vec<f32> = expected.as_array().unwrap().iter().flat_map(|row| row.as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32)).collect();
+            assert_eq!(mask, expected, "{shapes:?}: masks");
+        }
+        let ours: Vec<f32> = Vec::try_from(output.to_kind(Kind::Float).reshape([-1])).unwrap();
+        let theirs: Vec<f32> = case["output"].as_array().unwrap().iter().flat_map(|row| row.as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32)).collect();
+        let worst = ours.iter().zip(&theirs).map(|(a, b)| (a - b).abs() / (1.0 + b.abs())).fold(0.0f32, f32::max);
+        assert!(worst < 1e-5, "{shapes:?}: outputs differ by up to {worst} (relative)");
+        // The row without entities pools to zeros.
+        let last_row = &ours[ours.len() - 128..];
+        assert!(last_row.iter().all(|v| *v == 0.0), "{shapes:?}");
+    }
+}
+
+/// Masked entities change nothing: rows that differ only in what padding entities hold
+/// (below the threshold) encode the same.
+#[test]
+fn padding_entities_do_not_reach_the_encoding() {
+    tch::manual_seed(1);
+    let store = nn::VarStore::new(Device::Cpu);
+    let attention = EntityAttention::new(&store.root(), 2, &[(1, [6, 3])]);
+    let own = Tensor::from_slice(&[0.3f32, -0.7, 0.3, -0.7]).reshape([2, 2]);
+    let real: Vec<f32> = (0..9).map(|k| (k as f32 - 4.0) / 4.0).collect();
+    let mut first = real.clone();
+    first.extend([0.0; 9]);
+    let mut second = real;
+    second.extend([0.05, -0.05, 0.02, 0.0, 0.0, 0.0, -0.01, 0.03, 0.0]);
+    let entities = Tensor::from_slice(&[first, second].concat()).reshape([2, 18]);
+    let pooled = tch::no_grad(|| attention.forward(Some(&own), &[entities]));
+    let difference = (pooled.get(0) - pooled.get(1)).abs().max().double_value(&[]);
+    assert!(difference < 1e-6, "{difference}");
+}
