@@ -1,6 +1,16 @@
 //! Turning decision and terminal steps into trajectories (training.md §6): each agent's
 //! previous decision plus the reward that followed is one experience; a trajectory is cut
 //! at `time_horizon` experiences or at the episode's end and never spans two episodes.
+//!
+//! Agents in a multi-agent group (`group_id` > 0) also carry their groupmates' steps (poca.md
+//! §1.4): each experience holds every other member's status (the observation it acted on, its
+//! action, the individual reward that followed, whether its episode ended), and a trajectory
+//! the members' latest observations. A member leaves its group's table when its episode ends.
+//! All statuses of a message are gathered before any experience is built, so an agent that
+//! ends beside living mates sees their fresh steps; 0.28 builds the ending agents' experiences
+//! first, from the mates' statuses of the message before (one step old, a mate's reward
+//! counted twice), which [`AgentProcessor::with_stale_terminal_statuses`] reproduces for
+//! parity runs (poca.md §8 #2).
 
 use crate::env::{DecisionSteps, ObservationBatch, TerminalSteps};
 use std::collections::HashMap;
@@ -46,6 +56,19 @@ pub struct Decision {
     pub memory: Vec<f32>,
 }
 
+/// A groupmate's step beside an agent's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupmateStatus {
+    /// The observation it acted on.
+    pub obs: Vec<Vec<f32>>,
+    pub continuous: Vec<f32>,
+    pub discrete: Vec<i32>,
+    /// Its individual reward that followed (no group reward).
+    pub reward: f32,
+    /// Its episode ended with this step.
+    pub done: bool,
+}
+
 /// One transition.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Experience {
@@ -55,7 +78,11 @@ pub struct Experience {
     pub decision: Decision,
     /// Environment reward (plus group reward) that followed the action.
     pub reward: f32,
+    /// The group reward within `reward`.
+    pub group_reward: f32,
     pub done: bool,
+    /// The other members of the agent's group at this step (empty outside a group).
+    pub group_status: Vec<GroupmateStatus>,
 }
 
 /// A piece of one agent's episode.
@@ -69,16 +96,56 @@ pub struct Trajectory {
     pub terminal: bool,
     /// The episode was cut (MaxStep): bootstrap.
     pub interrupted: bool,
+    /// The other members' latest observations after the last step (empty outside a group).
+    pub next_group_obs: Vec<Vec<Vec<f32>>>,
 }
 
 /// A finished episode's statistics.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EpisodeStats {
     pub agent: AgentKey,
-    /// Sum of the rewards of all its transitions (`Environment/Cumulative Reward`).
+    /// Sum of the individual rewards of all its transitions (`Environment/Cumulative Reward`:
+    /// without group rewards, as 0.28 reports it).
     pub cumulative_reward: f32,
+    /// Sum of its group rewards.
+    pub group_reward: f32,
     /// Non-terminal transitions (`Environment/Episode Length`).
     pub length: usize,
+}
+
+/// One group's members, in the order they first appeared.
+#[derive(Debug, Default)]
+struct GroupTable {
+    /// Each member's latest status.
+    statuses: Vec<(i32, GroupmateStatus)>,
+    /// Each member's latest observation.
+    latest_obs: Vec<(i32, Vec<Vec<f32>>)>,
+}
+
+impl GroupTable {
+    fn record(&mut self, agent: i32, status: GroupmateStatus, latest: Vec<Vec<f32>>) {
+        match self.statuses.iter_mut().find(|(a, _)| *a == agent) {
+            Some(entry) => entry.1 = status,
+            None => self.statuses.push((agent, status)),
+        }
+        match self.latest_obs.iter_mut().find(|(a, _)| *a == agent) {
+            Some(entry) => entry.1 = latest,
+            None => self.latest_obs.push((agent, latest)),
+        }
+    }
+
+    fn mates_of(&self, agent: i32) -> Vec<GroupmateStatus> {
+        self.statuses.iter().filter(|(a, _)| *a != agent).map(|(_, s)| s.clone()).collect()
+    }
+
+    fn mates_latest_obs(&self, agent: i32) -> Vec<Vec<Vec<f32>>> {
+        self.latest_obs.iter().filter(|(a, _)| *a != agent).map(|(_, o)| o.clone()).collect()
+    }
+
+    fn remove(&mut self, agent: i32) {
+        self.statuses.retain(|(a, _)| *a != agent);
+        self.latest_obs.retain(|(a, _)| *a != agent);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -88,6 +155,7 @@ struct AgentState {
     /// Summed in f64 as ML-Agents sums in Python floats (1000 rewards of 0.1 make 100.0,
     /// not f32's 99.999).
     episode_reward: f64,
+    episode_group_reward: f64,
     episode_length: usize,
 }
 
@@ -96,6 +164,10 @@ struct AgentState {
 pub struct AgentProcessor {
     time_horizon: usize,
     agents: HashMap<AgentKey, AgentState>,
+    /// By (worker and team, group id).
+    groups: HashMap<(usize, i32), GroupTable>,
+    /// 0.28's order: ending agents' experiences before this message's statuses.
+    stale_terminal_statuses: bool,
 }
 
 fn agent_obs(obs: &[ObservationBatch], i: usize) -> Vec<Vec<f32>> {
@@ -104,7 +176,32 @@ fn agent_obs(obs: &[ObservationBatch], i: usize) -> Vec<Vec<f32>> {
 
 impl AgentProcessor {
     pub fn new(time_horizon: usize) -> Self {
-        Self { time_horizon: time_horizon.max(1), agents: HashMap::new() }
+        Self { time_horizon: time_horizon.max(1), agents: HashMap::new(), groups: HashMap::new(), stale_terminal_statuses: false }
+    }
+
+    /// Builds the experiences of agents that end beside living groupmates from the mates'
+    /// statuses of the message before, as 0.28 does (for parity runs).
+    pub fn with_stale_terminal_statuses(mut self) -> Self {
+        self.stale_terminal_statuses = true;
+        self
+    }
+
+    /// Records the status of agent `i` of `steps` in its group's table, if it is in a group
+    /// and has acted before (its previous decision and the reward that followed it).
+    fn record_status(&mut self, worker: usize, ids: &[i32], group_ids: &[i32], rewards: &[f32], obs: &[ObservationBatch], i: usize, done: bool) {
+        if group_ids[i] <= 0 {
+            return;
+        }
+        let Some((last_obs, _, decision)) = self.agents.get(&(worker, ids[i])).and_then(|s| s.last.as_ref()) else { return };
+        let status = GroupmateStatus { obs: last_obs.clone(), continuous: decision.continuous.clone(), discrete: decision.discrete.clone(), reward: rewards[i], done };
+        self.groups.entry((worker, group_ids[i])).or_default().record(ids[i], status, agent_obs(obs, i));
+    }
+
+    fn mates(&self, worker: usize, group_id: i32, agent: i32) -> (Vec<GroupmateStatus>, Vec<Vec<Vec<f32>>>) {
+        match self.groups.get(&(worker, group_id)).filter(|_| group_id > 0) {
+            Some(table) => (table.mates_of(agent), table.mates_latest_obs(agent)),
+            None => (vec![], vec![]),
+        }
     }
 
     /// Agents with an episode in progress.
@@ -125,49 +222,71 @@ impl AgentProcessor {
         decisions: Vec<Decision>,
     ) -> (Vec<Trajectory>, Vec<EpisodeStats>) {
         assert_eq!(decisions.len(), decision_steps.len(), "one decision per decision step");
+        let t = terminal_steps;
+        let d = decision_steps;
+        for i in 0..t.len() {
+            self.record_status(worker, &t.agent_id, &t.group_id, &t.reward, &t.obs, i, true);
+        }
+        if !self.stale_terminal_statuses {
+            for i in 0..d.len() {
+                self.record_status(worker, &d.agent_id, &d.group_id, &d.reward, &d.obs, i, false);
+            }
+        }
         let mut trajectories = vec![];
         let mut episodes = vec![];
-        for i in 0..terminal_steps.len() {
-            let key = (worker, terminal_steps.agent_id[i]);
+        for i in 0..t.len() {
+            let key = (worker, t.agent_id[i]);
             let Some(mut state) = self.agents.remove(&key) else { continue };
-            let reward = terminal_steps.reward[i] + terminal_steps.group_reward[i];
+            let (group_status, next_group_obs) = self.mates(worker, t.group_id[i], t.agent_id[i]);
+            let reward = t.reward[i] + t.group_reward[i];
             if let Some((obs, mask, decision)) = state.last.take() {
-                state.experiences.push(Experience { obs, action_mask: mask, decision, reward, done: true });
-                state.episode_reward += reward as f64;
+                state.experiences.push(Experience { obs, action_mask: mask, decision, reward, group_reward: t.group_reward[i], done: true, group_status });
+                state.episode_reward += t.reward[i] as f64;
+                state.episode_group_reward += t.group_reward[i] as f64;
             }
             if !state.experiences.is_empty() {
                 trajectories.push(Trajectory {
                     agent: key,
                     steps: std::mem::take(&mut state.experiences),
-                    next_obs: agent_obs(&terminal_steps.obs, i),
-                    terminal: !terminal_steps.interrupted[i],
-                    interrupted: terminal_steps.interrupted[i],
+                    next_obs: agent_obs(&t.obs, i),
+                    terminal: !t.interrupted[i],
+                    interrupted: t.interrupted[i],
+                    next_group_obs,
                 });
             }
-            episodes.push(EpisodeStats { agent: key, cumulative_reward: state.episode_reward as f32, length: state.episode_length });
+            episodes.push(EpisodeStats { agent: key, cumulative_reward: state.episode_reward as f32, group_reward: state.episode_group_reward as f32, length: state.episode_length });
+        }
+        if self.stale_terminal_statuses {
+            for i in 0..d.len() {
+                self.record_status(worker, &d.agent_id, &d.group_id, &d.reward, &d.obs, i, false);
+            }
         }
         for (i, decision) in decisions.into_iter().enumerate() {
-            let key = (worker, decision_steps.agent_id[i]);
-            let obs = agent_obs(&decision_steps.obs, i);
-            let mask = decision_steps.agent_mask(i);
+            let key = (worker, d.agent_id[i]);
+            let obs = agent_obs(&d.obs, i);
+            let mask = d.agent_mask(i);
+            let (group_status, next_group_obs) = self.mates(worker, d.group_id[i], d.agent_id[i]);
+            let time_horizon = self.time_horizon;
             let state = self.agents.entry(key).or_default();
             if let Some((prev_obs, prev_mask, prev)) = state.last.take() {
-                let reward = decision_steps.reward[i] + decision_steps.group_reward[i];
-                state.experiences.push(Experience { obs: prev_obs, action_mask: prev_mask, decision: prev, reward, done: false });
-                state.episode_reward += reward as f64;
+                let reward = d.reward[i] + d.group_reward[i];
+                state.experiences.push(Experience { obs: prev_obs, action_mask: prev_mask, decision: prev, reward, group_reward: d.group_reward[i], done: false, group_status });
+                state.episode_reward += d.reward[i] as f64;
+                state.episode_group_reward += d.group_reward[i] as f64;
                 state.episode_length += 1;
-                if state.experiences.len() >= self.time_horizon {
-                    trajectories.push(Trajectory {
-                        agent: key,
-                        steps: std::mem::take(&mut state.experiences),
-                        next_obs: obs.clone(),
-                        terminal: false,
-                        interrupted: false,
-                    });
+                if state.experiences.len() >= time_horizon {
+                    trajectories.push(Trajectory { agent: key, steps: std::mem::take(&mut state.experiences), next_obs: obs.clone(), terminal: false, interrupted: false, next_group_obs });
                 }
             }
             state.last = Some((obs, mask, decision));
         }
+        // Members whose episode ended leave their group.
+        for i in 0..t.len() {
+            if let Some(table) = self.groups.get_mut(&(worker, t.group_id[i])) {
+                table.remove(t.agent_id[i]);
+            }
+        }
+        self.groups.retain(|_, table| !table.statuses.is_empty() || !table.latest_obs.is_empty());
         (trajectories, episodes)
     }
 
@@ -175,6 +294,7 @@ impl AgentProcessor {
     /// 0.28's `AgentProcessor.end_episode` does on a forced reset).
     pub fn drop_episodes_in_progress(&mut self, ended: EndedEpisodes) {
         self.agents.retain(|agent, _| !ended.covers(agent));
+        self.groups.retain(|(source, _), _| !ended.covers(&(*source, 0)));
     }
 }
 
@@ -222,7 +342,7 @@ mod tests {
             vec![(0.0, 0.1, 1.0, false), (1.0, 0.2, 10.0, true)]);
         assert!(t[0].terminal && !t[0].interrupted);
         assert_eq!(t[0].next_obs, vec![vec![9.0]]);
-        assert_eq!(e, vec![EpisodeStats { agent: (0, 7), cumulative_reward: 11.0, length: 1 }]);
+        assert_eq!(e, vec![EpisodeStats { agent: (0, 7), cumulative_reward: 11.0, group_reward: 0.0, length: 1 }]);
         assert_eq!(p.active_agents(), 0);
     }
 
@@ -252,5 +372,96 @@ mod tests {
         p.add_steps(0, &decision_steps(&[1], &[0.0], &[0.0]), &none, vec![act(0.0)]);
         p.add_steps(1, &decision_steps(&[1], &[0.0], &[0.0]), &none, vec![act(0.0)]);
         assert_eq!(p.active_agents(), 2);
+    }
+
+    /// Decision steps of agents in group 1: agent a's observation at message k is k·10 + a,
+    /// the reward that follows is k·100 + a, its action k + a / 10.
+    fn grouped_decisions(ids: &[i32], k: i32) -> DecisionSteps {
+        DecisionSteps { group_id: vec![1; ids.len()], ..decision_steps(ids, &ids.iter().map(|a| (k * 100 + a) as f32).collect::<Vec<_>>(), &ids.iter().map(|a| (k * 10 + a) as f32).collect::<Vec<_>>()) }
+    }
+
+    fn grouped_terminals(ids: &[i32], k: i32) -> TerminalSteps {
+        TerminalSteps {
+            obs: vec![ObservationBatch { shape: vec![1], data: ids.iter().map(|a| (k * 10 + a) as f32).collect() }],
+            group_id: vec![1; ids.len()],
+            group_reward: vec![0.5; ids.len()],
+            ..terminal_steps(ids, &ids.iter().map(|a| (k * 100 + a) as f32).collect::<Vec<_>>(), &vec![false; ids.len()])
+        }
+    }
+
+    /// Plays upstream's `test_group_statuses`: four agents of group 1, agents 2 and 3 end at
+    /// message 3, agents 0 and 1 at message 5. Returns the trajectories by agent.
+    fn play_group(mut p: AgentProcessor) -> HashMap<i32, Trajectory> {
+        let mut out = HashMap::new();
+        for k in 0..=5 {
+            let (alive, ending): (&[i32], &[i32]) = match k {
+                0..=2 => (&[0, 1, 2, 3], &[]),
+                3 => (&[0, 1], &[2, 3]),
+                4 => (&[0, 1], &[]),
+                _ => (&[], &[0, 1]),
+            };
+            let decisions = grouped_decisions(alive, k);
+            let acts = alive.iter().map(|a| act(k as f32 + *a as f32 / 10.0)).collect();
+            let (trajectories, _) = p.add_steps(0, &decisions, &grouped_terminals(ending, k), acts);
+            out.extend(trajectories.into_iter().map(|t| (t.agent.1, t)));
+        }
+        out
+    }
+
+    /// upstream `test_group_statuses`: the agents that end early have 3 steps with 3 mates
+    /// each, the survivors 5 steps with 3, 3, 3, 1, 1; a mate's status is the observation it
+    /// acted on, its action, its individual reward that followed and whether it ended. The
+    /// group reward is kept apart too.
+    #[test]
+    fn groupmates_statuses_follow_the_group() {
+        let t = play_group(AgentProcessor::new(100));
+        let mates = |a: i32| t[&a].steps.iter().map(|s| s.group_status.len()).collect::<Vec<_>>();
+        assert_eq!((mates(2), mates(3)), (vec![3, 3, 3], vec![3, 3, 3]));
+        assert_eq!((mates(0), mates(1)), (vec![3, 3, 3, 1, 1], vec![3, 3, 3, 1, 1]));
+        // Agent 0's step at message 3 (acted at 2): agent 2 ended there, with its reward of 3.
+        let at_3 = &t[&0].steps[2].group_status;
+        assert_eq!(at_3.iter().map(|m| (m.obs[0][0], m.continuous[0], m.reward, m.done)).collect::<Vec<_>>(), vec![(21.0, 2.1, 301.0, false), (22.0, 2.2, 302.0, true), (23.0, 2.3, 303.0, true)]);
+        assert_eq!((t[&0].steps[4].group_reward, t[&0].steps[4].reward), (0.5, 500.5), "the trainers' reward holds the group reward");
+        assert_eq!(t[&0].next_group_obs, vec![vec![vec![51.0]]], "agent 1's terminal observation");
+    }
+
+    /// An agent that ends beside living mates sees their steps of the same message (ours), or
+    /// of the message before (0.28's order, kept for parity runs: a step old, a mate's reward
+    /// of the message before).
+    #[test]
+    fn an_ending_agent_sees_its_mates_fresh_or_as_0_28_does() {
+        let fresh = play_group(AgentProcessor::new(100));
+        let last = |t: &HashMap<i32, Trajectory>| {
+            let step = t[&2].steps.last().unwrap();
+            (step.group_status.iter().map(|m| (m.obs[0][0], m.reward)).collect::<Vec<_>>(), t[&2].next_group_obs.clone())
+        };
+        let (statuses, next) = last(&fresh);
+        assert_eq!(statuses, vec![(20.0, 300.0), (21.0, 301.0), (23.0, 303.0)]);
+        assert_eq!(next, vec![vec![vec![30.0]], vec![vec![31.0]], vec![vec![33.0]]]);
+        let stale = play_group(AgentProcessor::new(100).with_stale_terminal_statuses());
+        let (statuses, next) = last(&stale);
+        assert_eq!(statuses, vec![(10.0, 200.0), (11.0, 201.0), (23.0, 303.0)], "0.28: the living mates one step old");
+        assert_eq!(next, vec![vec![vec![20.0]], vec![vec![21.0]], vec![vec![33.0]]]);
+    }
+
+    /// `Environment/Cumulative Reward` counts individual rewards only (0.28); the trainers'
+    /// reward holds the group reward too.
+    #[test]
+    fn episode_returns_leave_group_rewards_apart() {
+        let mut p = AgentProcessor::new(100);
+        p.add_steps(0, &grouped_decisions(&[4], 0), &grouped_terminals(&[], 0), vec![act(0.0)]);
+        let (t, e) = p.add_steps(0, &DecisionSteps::default(), &grouped_terminals(&[4], 1), vec![]);
+        assert_eq!((e[0].cumulative_reward, e[0].group_reward), (104.0, 0.5));
+        assert_eq!(t[0].steps[0].reward, 104.5);
+    }
+
+    /// Agents outside a group carry no groupmates.
+    #[test]
+    fn ungrouped_agents_have_no_mates() {
+        let mut p = AgentProcessor::new(100);
+        let none = terminal_steps(&[], &[], &[]);
+        p.add_steps(0, &decision_steps(&[1, 2], &[0.0, 0.0], &[0.0, 0.0]), &none, vec![act(0.0), act(0.0)]);
+        let (t, _) = p.add_steps(0, &DecisionSteps::default(), &terminal_steps(&[1, 2], &[1.0, 1.0], &[false, false]), vec![]);
+        assert!(t.iter().all(|t| t.next_group_obs.is_empty() && t.steps.iter().all(|s| s.group_status.is_empty())));
     }
 }

@@ -71,6 +71,8 @@ pub struct BehaviorTrainer {
     /// An update produced non-finite weights or outputs: the weights are not to be saved
     /// (the last checkpoint on disk is the last good one).
     pub diverged: bool,
+    /// 0.28's warning about group rewards under a single-agent trainer was given.
+    warned_group_rewards: bool,
     /// Updates that ran on the update thread (`threaded: true`), and the time they took there.
     pub updates_on_thread: u64,
     pub update_thread_time: std::time::Duration,
@@ -212,6 +214,7 @@ impl BehaviorTrainer {
             pending_checkpoint: None,
             last_mean_reward: None,
             diverged: false,
+            warned_group_rewards: false,
             updates_on_thread: 0,
             update_thread_time: std::time::Duration::ZERO,
             parity_agent: None,
@@ -305,6 +308,11 @@ impl BehaviorTrainer {
     /// ([`TrainError::Overflow`]).
     pub fn ingest(&mut self, worker: usize, decision_steps: &DecisionSteps, terminal_steps: &TerminalSteps, decisions: Vec<Decision>) -> Result<Ingested, TrainError> {
         let (trajectories, episodes) = self.processor.add_steps(worker, decision_steps, terminal_steps, decisions);
+        if !self.warned_group_rewards && trajectories.iter().any(|t| t.steps.iter().any(|s| s.group_reward != 0.0)) {
+            // 0.28's warning (PPO and SAC add the group reward to the agent's own).
+            log::warn!("{}: an agent received a group reward, but you are not using a multi-agent trainer; use the POCA trainer for best results", self.behavior);
+            self.warned_group_rewards = true;
+        }
         let games: Vec<f32> = trajectories.iter().filter(|t| t.terminal).filter_map(|t| t.steps.last()).map(|s| s.reward).collect();
         let episode_returns = episodes.iter().map(|e| e.cumulative_reward).collect();
         for e in episodes {
