@@ -116,7 +116,7 @@ impl RewardSignalKind {
 }
 
 /// A reward signal, resolved.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct RewardSignal {
     #[serde(skip)]
     pub kind: RewardSignalKind,
@@ -135,6 +135,14 @@ pub struct RewardSignal {
     /// (`--compat-0-28` gives such a signal 0.28's `simple` instead).
     #[serde(skip)]
     pub encoder_inherited: bool,
+}
+
+/// Two signals are equal when they train alike: where the encoder came from is not compared
+/// (`configuration.yaml` writes it out, so a resolved configuration reads back equal).
+impl PartialEq for RewardSignal {
+    fn eq(&self, other: &Self) -> bool {
+        (self.kind, self.gamma, self.strength, &self.network_settings, self.learning_rate, &self.gail) == (other.kind, other.gamma, other.strength, &other.network_settings, other.learning_rate, &other.gail)
+    }
 }
 
 /// GAIL's own settings (reward-signals.md §1.1).

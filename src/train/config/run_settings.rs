@@ -265,7 +265,7 @@ mod tests {
         assert_eq!(encoder(&o, "rnd"), VisualEncoder::NatureCnn, "a signal's own choice stays");
         let again = RunOptions::from_yaml(&o.to_yaml(), "configuration.yaml").unwrap();
         assert!(again.compat_0_28 && again.behaviors["B"].compat_0_28, "configuration.yaml records the switch");
-        assert_eq!(again.to_yaml(), o.to_yaml());
+        assert_eq!(again, o);
     }
 
     #[test]
