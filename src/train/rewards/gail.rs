@@ -346,33 +346,34 @@ mod tests {
         }
     }
 
-    /// With `use_actions`, a PPO policy acting as the demonstrations did (its raw action three
-    /// times the environment's) looks like the expert to D: the two inputs are the same.
-    #[test]
-    fn policy_actions_are_read_in_the_environments_space() {
-        tch::manual_seed(3);
+    /// With `use_actions`, the policy-side action input of D for an expert row whose action a
+    /// PPO policy took as its raw sample (three times the environment's): that input, and the
+    /// raw sample.
+    fn policy_input_for_the_expert_action(compat_0_28: bool) -> (Tensor, Tensor, Gail) {
         let spec = ActionSpec::continuous(2);
         let expert = repeated_row(&spec, 1);
-        let gail = Gail::new(&description(spec), &signal(", use_actions: true"), std::slice::from_ref(&expert), false);
+        let gail = Gail::new(&description(spec), &signal(", use_actions: true"), std::slice::from_ref(&expert), compat_0_28);
         let obs = vec![Tensor::from_slice(&expert.observations[0]).reshape([1, 6])];
         let raw = Tensor::from_slice(&expert.continuous).reshape([1, 2]) * ACTION_CLIP;
         let discrete = Tensor::zeros([1, 0], (Kind::Int64, Device::Cpu));
         let batch = SignalBatch { obs: &obs, next_obs: &obs, continuous: &raw, discrete: &discrete, valid: None, done: None };
-        let policy_input = gail.policy_actions(&batch).unwrap();
+        (gail.policy_actions(&batch).unwrap(), raw, gail)
+    }
+
+    /// With `use_actions`, a PPO policy acting as the demonstrations did looks like the expert
+    /// to D: the two inputs are the same.
+    #[test]
+    fn policy_actions_are_read_in_the_environments_space() {
+        tch::manual_seed(3);
+        let (policy_input, _, gail) = policy_input_for_the_expert_action(false);
         assert!(policy_input.allclose(gail.expert.actions.as_ref().unwrap(), 1e-6, 1e-6, false), "{policy_input} vs {:?}", gail.expert.actions);
     }
 
     /// `--compat-0-28` feeds D PPO's raw actions, as 0.28 does (three times the expert's here).
     #[test]
     fn compat_0_28_reads_raw_policy_actions() {
-        let spec = ActionSpec::continuous(2);
-        let expert = repeated_row(&spec, 1);
-        let gail = Gail::new(&description(spec), &signal(", use_actions: true"), std::slice::from_ref(&expert), true);
-        let obs = vec![Tensor::from_slice(&expert.observations[0]).reshape([1, 6])];
-        let raw = Tensor::from_slice(&expert.continuous).reshape([1, 2]) * ACTION_CLIP;
-        let discrete = Tensor::zeros([1, 0], (Kind::Int64, Device::Cpu));
-        let batch = SignalBatch { obs: &obs, next_obs: &obs, continuous: &raw, discrete: &discrete, valid: None, done: None };
-        assert!(gail.policy_actions(&batch).unwrap().narrow(1, 0, 2).allclose(&raw, 1e-6, 1e-6, false));
+        let (policy_input, raw, _) = policy_input_for_the_expert_action(true);
+        assert!(policy_input.narrow(1, 0, 2).allclose(&raw, 1e-6, 1e-6, false));
     }
 
     /// Both penalties against the gradient of D taken directly, on rows where the policy's and
