@@ -1,4 +1,4 @@
-//! What a trainer type (PPO and SAC; POCA next) does for one behavior, and nothing more: it
+//! What a trainer type (PPO, POCA, SAC) does for one behavior, and nothing more: it
 //! takes trajectories, decides when to update and updates, and says what of it a checkpoint
 //! keeps. Everything else a behavior's training needs (acting, assembling trajectories,
 //! statistics and summaries, counting steps, due checkpoints, the parity record, self-play)
@@ -7,7 +7,7 @@
 use crate::checkpoint::AdamState;
 use crate::policy::Weights;
 use crate::train::error::TrainError;
-use crate::train::networks::{Actor, Critic};
+use crate::train::networks::Actor;
 use tch::Tensor;
 use crate::train::stats::StatsReporter;
 use crate::train::trajectory::Trajectory;
@@ -59,11 +59,12 @@ pub fn trajectory_observations(t: &Trajectory, sizes: &[usize]) -> Vec<Tensor> {
 }
 
 /// Updates the actor's and the critic's observation normalisers with a trajectory's steps
-/// (`observations`: its rows, the steps' first); an observation whose square would take a
-/// normaliser out of float32 is an error naming it (the normalisers are left as they were).
-pub fn update_normalizers(actor: &mut Actor, critic: &mut Critic, observations: &[Tensor], t: &Trajectory, context: &TrainerContext) -> Result<(), TrainError> {
+/// (`observations`: its rows, the steps' first; `critic` updates the critic's); an observation
+/// whose square would take a normaliser out of float32 is an error naming it (the normalisers
+/// are left as they were).
+pub fn update_normalizers(actor: &mut Actor, critic: impl FnOnce(&[Tensor]) -> Result<(), usize>, observations: &[Tensor], t: &Trajectory, context: &TrainerContext) -> Result<(), TrainError> {
     let steps: Vec<Tensor> = observations.iter().map(|o| o.narrow(0, 0, t.steps.len() as i64)).collect();
-    if let Err(k) = actor.update_normalizers(&steps).and_then(|()| critic.update_normalizers(&steps)) {
+    if let Err(k) = actor.update_normalizers(&steps).and_then(|()| critic(&steps)) {
         let largest = t.steps.iter().flat_map(|s| s.obs[k].iter()).fold(0.0f32, |m, v| if v.abs() > m.abs() { *v } else { m });
         return Err(context.overflow(t.agent.1, format!("observation {k}"), format!("holds {largest:e}, whose square overflows the observation normaliser (normalize: true)")));
     }

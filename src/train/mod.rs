@@ -5,7 +5,8 @@
 //! checkpoints on disk are [`crate::checkpoint`]'s. Behind the `train` feature (tch): the
 //! session every trainer shares (`session`: environments, trajectories, lessons, self-play,
 //! checkpoints, statistics), what each trainer type implements for it (`algorithm`), the
-//! networks they build on (`networks`), the reward signals (`rewards`), PPO (`ppo`) and SAC (`sac`).
+//! networks they build on (`networks`), the reward signals (`rewards`), PPO (`ppo`), what
+//! POCA changes of it (`poca`) and SAC (`sac`).
 
 #[cfg(feature = "train")]
 pub mod algorithm;
@@ -22,6 +23,8 @@ pub mod memory_cost;
 pub mod networks;
 #[cfg(feature = "train")]
 pub mod ppo;
+#[cfg(feature = "train")]
+pub mod poca;
 #[cfg(feature = "train")]
 pub mod rewards;
 pub mod run_folder;

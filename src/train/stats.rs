@@ -39,6 +39,13 @@ pub struct StatsReporter {
 
 /// Tag of the episode rewards on the console.
 pub const CUMULATIVE_REWARD: &str = "Environment/Cumulative Reward";
+/// Tag of the group rewards of agents that ended with their whole group (POCA, 0.28's tag).
+pub const GROUP_CUMULATIVE_REWARD: &str = "Environment/Group Cumulative Reward";
+/// Tag of a group episode's return: its members' individual rewards and its group rewards
+/// (ours, once per group episode).
+pub const GROUP_EPISODE_RETURN: &str = "Environment/Group Episode Return";
+/// Tag of the members a group episode had (ours).
+pub const GROUP_SIZE: &str = "Environment/Group Size";
 /// Tag of a self-play behavior's rating (0.28's spelling).
 pub const ELO: &str = "Self-play/ELO";
 
@@ -79,16 +86,20 @@ impl StatsReporter {
     /// The console line ML-Agents 0.28 prints, e.g.
     /// `3DBall. Step: 12000. Time Elapsed: 25.831 s. Mean Reward: 1.234. Std of Reward: 0.567. Training.`
     /// (with self-play, ` ELO: 1201.234.` after it when a game was rated), then our context.
+    /// With group rewards (POCA), `Mean Group Reward: x.xxx` replaces the standard deviation.
     pub fn console_line(&self, step: u64, elapsed_s: f64, training: bool) -> String {
         let rewards = self.values.get(CUMULATIVE_REWARD).and_then(|(v, _)| StatsSummary::of(v));
         let state = if training { "Training" } else { "Not Training" };
         let context = self.context.as_ref().map(|c| format!(" {c}.")).unwrap_or_default();
         match rewards {
             Some(s) => format!(
-                "{}. Step: {step}. Time Elapsed: {elapsed_s:.3} s. Mean Reward: {:.3}. Std of Reward: {:.3}. {state}.{}{context}",
+                "{}. Step: {step}. Time Elapsed: {elapsed_s:.3} s. Mean Reward: {:.3}. {}. {state}.{}{context}",
                 self.behavior,
                 s.mean,
-                s.std,
+                match self.mean(GROUP_CUMULATIVE_REWARD) {
+                    Some(group) => format!("Mean Group Reward: {group:.3}"),
+                    None => format!("Std of Reward: {:.3}", s.std),
+                },
                 self.mean(ELO).map(|e| format!(" ELO: {e:.3}.")).unwrap_or_default()
             ),
             None => format!(
@@ -139,6 +150,11 @@ mod tests {
         assert_eq!(
             r.console_line(24000, 50.0, false),
             "3DBall. Step: 24000. Time Elapsed: 50.000 s. Mean Reward: 1.500. Std of Reward: 0.500. Not Training."
+        );
+        r.add(GROUP_CUMULATIVE_REWARD, 1.25, StatsAggregation::Average);
+        assert_eq!(
+            r.console_line(24000, 50.0, true),
+            "3DBall. Step: 24000. Time Elapsed: 50.000 s. Mean Reward: 1.500. Mean Group Reward: 1.250. Training."
         );
     }
 

@@ -111,6 +111,21 @@ pub struct EpisodeStats {
     pub group_reward: f32,
     /// Non-terminal transitions (`Environment/Episode Length`).
     pub length: usize,
+    /// Every groupmate beside its last step ended with it (true outside a group): 0.28's
+    /// condition for `Environment/Group Cumulative Reward`.
+    pub group_complete: bool,
+    /// The group's episode, when this agent's end closed it (its last member left).
+    pub group_episode: Option<GroupEpisode>,
+}
+
+/// A group's episode, from its first member's first action to its last member's end.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GroupEpisode {
+    /// The members' individual rewards, plus each group reward once (every member receives
+    /// the same one).
+    pub group_return: f32,
+    /// The members that acted in it.
+    pub size: usize,
 }
 
 /// One group's members, in the order they first appeared.
@@ -120,10 +135,26 @@ struct GroupTable {
     statuses: Vec<(i32, GroupmateStatus)>,
     /// Each member's latest observation.
     latest_obs: Vec<(i32, Vec<Vec<f32>>)>,
+    /// The group episode's return so far ([`GroupEpisode`]).
+    episode_return: f64,
+    /// Every member that acted in this group episode.
+    members: Vec<i32>,
+    /// The last message whose group reward is in `episode_return`.
+    group_reward_message: Option<u64>,
 }
 
 impl GroupTable {
-    fn record(&mut self, agent: i32, status: GroupmateStatus, latest: Vec<Vec<f32>>) {
+    /// Records a member's status, and its rewards in the group's return (the group reward of
+    /// a message once).
+    fn record(&mut self, agent: i32, status: GroupmateStatus, latest: Vec<Vec<f32>>, group_reward: f32, message: u64) {
+        self.episode_return += status.reward as f64;
+        if group_reward != 0.0 && self.group_reward_message != Some(message) {
+            self.episode_return += group_reward as f64;
+            self.group_reward_message = Some(message);
+        }
+        if !self.members.contains(&agent) {
+            self.members.push(agent);
+        }
         match self.statuses.iter_mut().find(|(a, _)| *a == agent) {
             Some(entry) => entry.1 = status,
             None => self.statuses.push((agent, status)),
@@ -168,6 +199,28 @@ pub struct AgentProcessor {
     groups: HashMap<(usize, i32), GroupTable>,
     /// 0.28's order: ending agents' experiences before this message's statuses.
     stale_terminal_statuses: bool,
+    /// Messages taken so far.
+    messages: u64,
+}
+
+/// What [`AgentProcessor::record_status`] reads of decision or terminal steps.
+#[derive(Clone, Copy)]
+struct StepsOf<'a> {
+    ids: &'a [i32],
+    group_ids: &'a [i32],
+    rewards: &'a [f32],
+    group_rewards: &'a [f32],
+    obs: &'a [ObservationBatch],
+}
+
+impl<'a> StepsOf<'a> {
+    fn decisions(d: &'a DecisionSteps) -> Self {
+        Self { ids: &d.agent_id, group_ids: &d.group_id, rewards: &d.reward, group_rewards: &d.group_reward, obs: &d.obs }
+    }
+
+    fn terminals(t: &'a TerminalSteps) -> Self {
+        Self { ids: &t.agent_id, group_ids: &t.group_id, rewards: &t.reward, group_rewards: &t.group_reward, obs: &t.obs }
+    }
 }
 
 fn agent_obs(obs: &[ObservationBatch], i: usize) -> Vec<Vec<f32>> {
@@ -176,7 +229,7 @@ fn agent_obs(obs: &[ObservationBatch], i: usize) -> Vec<Vec<f32>> {
 
 impl AgentProcessor {
     pub fn new(time_horizon: usize) -> Self {
-        Self { time_horizon: time_horizon.max(1), agents: HashMap::new(), groups: HashMap::new(), stale_terminal_statuses: false }
+        Self { time_horizon: time_horizon.max(1), agents: HashMap::new(), groups: HashMap::new(), stale_terminal_statuses: false, messages: 0 }
     }
 
     /// Builds the experiences of agents that end beside living groupmates from the mates'
@@ -188,13 +241,14 @@ impl AgentProcessor {
 
     /// Records the status of agent `i` of `steps` in its group's table, if it is in a group
     /// and has acted before (its previous decision and the reward that followed it).
-    fn record_status(&mut self, worker: usize, ids: &[i32], group_ids: &[i32], rewards: &[f32], obs: &[ObservationBatch], i: usize, done: bool) {
-        if group_ids[i] <= 0 {
+    fn record_status(&mut self, worker: usize, steps: StepsOf, i: usize, done: bool) {
+        if steps.group_ids[i] <= 0 {
             return;
         }
-        let Some((last_obs, _, decision)) = self.agents.get(&(worker, ids[i])).and_then(|s| s.last.as_ref()) else { return };
-        let status = GroupmateStatus { obs: last_obs.clone(), continuous: decision.continuous.clone(), discrete: decision.discrete.clone(), reward: rewards[i], done };
-        self.groups.entry((worker, group_ids[i])).or_default().record(ids[i], status, agent_obs(obs, i));
+        let Some((last_obs, _, decision)) = self.agents.get(&(worker, steps.ids[i])).and_then(|s| s.last.as_ref()) else { return };
+        let status = GroupmateStatus { obs: last_obs.clone(), continuous: decision.continuous.clone(), discrete: decision.discrete.clone(), reward: steps.rewards[i], done };
+        let latest = agent_obs(steps.obs, i);
+        self.groups.entry((worker, steps.group_ids[i])).or_default().record(steps.ids[i], status, latest, steps.group_rewards[i], self.messages);
     }
 
     fn mates(&self, worker: usize, group_id: i32, agent: i32) -> (Vec<GroupmateStatus>, Vec<Vec<Vec<f32>>>) {
@@ -224,12 +278,16 @@ impl AgentProcessor {
         assert_eq!(decisions.len(), decision_steps.len(), "one decision per decision step");
         let t = terminal_steps;
         let d = decision_steps;
+        self.messages += 1;
         for i in 0..t.len() {
-            self.record_status(worker, &t.agent_id, &t.group_id, &t.reward, &t.obs, i, true);
+            self.record_status(worker, StepsOf::terminals(t), i, true);
         }
+        // An agent that ends and begins again in one message (Unity's EndEpisode) has no
+        // status in its new episode until it acts there: its end stays what its mates see.
+        let restarting = |i: usize| t.agent_id.contains(&d.agent_id[i]);
         if !self.stale_terminal_statuses {
-            for i in 0..d.len() {
-                self.record_status(worker, &d.agent_id, &d.group_id, &d.reward, &d.obs, i, false);
+            for i in (0..d.len()).filter(|i| !restarting(*i)) {
+                self.record_status(worker, StepsOf::decisions(d), i, false);
             }
         }
         let mut trajectories = vec![];
@@ -239,6 +297,7 @@ impl AgentProcessor {
             let Some(mut state) = self.agents.remove(&key) else { continue };
             let (group_status, next_group_obs) = self.mates(worker, t.group_id[i], t.agent_id[i]);
             let reward = t.reward[i] + t.group_reward[i];
+            let group_complete = group_status.iter().all(|m| m.done);
             if let Some((obs, mask, decision)) = state.last.take() {
                 state.experiences.push(Experience { obs, action_mask: mask, decision, reward, group_reward: t.group_reward[i], done: true, group_status });
                 state.episode_reward += t.reward[i] as f64;
@@ -254,11 +313,18 @@ impl AgentProcessor {
                     next_group_obs,
                 });
             }
-            episodes.push(EpisodeStats { agent: key, cumulative_reward: state.episode_reward as f32, group_reward: state.episode_group_reward as f32, length: state.episode_length });
+            episodes.push(EpisodeStats {
+                agent: key,
+                cumulative_reward: state.episode_reward as f32,
+                group_reward: state.episode_group_reward as f32,
+                length: state.episode_length,
+                group_complete,
+                group_episode: None,
+            });
         }
         if self.stale_terminal_statuses {
-            for i in 0..d.len() {
-                self.record_status(worker, &d.agent_id, &d.group_id, &d.reward, &d.obs, i, false);
+            for i in (0..d.len()).filter(|i| !restarting(*i)) {
+                self.record_status(worker, StepsOf::decisions(d), i, false);
             }
         }
         for (i, decision) in decisions.into_iter().enumerate() {
@@ -280,10 +346,17 @@ impl AgentProcessor {
             }
             state.last = Some((obs, mask, decision));
         }
-        // Members whose episode ended leave their group.
+        // Members whose episode ended leave their group; the last one to leave closes the
+        // group's episode.
         for i in 0..t.len() {
-            if let Some(table) = self.groups.get_mut(&(worker, t.group_id[i])) {
-                table.remove(t.agent_id[i]);
+            let Some(table) = self.groups.get_mut(&(worker, t.group_id[i])).filter(|_| t.group_id[i] > 0) else { continue };
+            table.remove(t.agent_id[i]);
+            if table.statuses.is_empty() && !table.members.is_empty() {
+                let closed = GroupEpisode { group_return: table.episode_return as f32, size: table.members.len() };
+                *table = GroupTable::default();
+                if let Some(e) = episodes.iter_mut().find(|e| e.agent == (worker, t.agent_id[i])) {
+                    e.group_episode = Some(closed);
+                }
             }
         }
         self.groups.retain(|_, table| !table.statuses.is_empty() || !table.latest_obs.is_empty());
@@ -342,7 +415,7 @@ mod tests {
             vec![(0.0, 0.1, 1.0, false), (1.0, 0.2, 10.0, true)]);
         assert!(t[0].terminal && !t[0].interrupted);
         assert_eq!(t[0].next_obs, vec![vec![9.0]]);
-        assert_eq!(e, vec![EpisodeStats { agent: (0, 7), cumulative_reward: 11.0, group_reward: 0.0, length: 1 }]);
+        assert_eq!(e, vec![EpisodeStats { agent: (0, 7), cumulative_reward: 11.0, group_reward: 0.0, length: 1, group_complete: true, group_episode: None }]);
         assert_eq!(p.active_agents(), 0);
     }
 
@@ -390,9 +463,11 @@ mod tests {
     }
 
     /// Plays upstream's `test_group_statuses`: four agents of group 1, agents 2 and 3 end at
-    /// message 3, agents 0 and 1 at message 5. Returns the trajectories by agent.
-    fn play_group(mut p: AgentProcessor) -> HashMap<i32, Trajectory> {
+    /// message 3, agents 0 and 1 at message 5. Returns the trajectories by agent, and the
+    /// episodes.
+    fn play_group(mut p: AgentProcessor) -> (HashMap<i32, Trajectory>, Vec<EpisodeStats>) {
         let mut out = HashMap::new();
+        let mut episodes = vec![];
         for k in 0..=5 {
             let (alive, ending): (&[i32], &[i32]) = match k {
                 0..=2 => (&[0, 1, 2, 3], &[]),
@@ -402,10 +477,11 @@ mod tests {
             };
             let decisions = grouped_decisions(alive, k);
             let acts = alive.iter().map(|a| act(k as f32 + *a as f32 / 10.0)).collect();
-            let (trajectories, _) = p.add_steps(0, &decisions, &grouped_terminals(ending, k), acts);
+            let (trajectories, ended) = p.add_steps(0, &decisions, &grouped_terminals(ending, k), acts);
             out.extend(trajectories.into_iter().map(|t| (t.agent.1, t)));
+            episodes.extend(ended);
         }
-        out
+        (out, episodes)
     }
 
     /// upstream `test_group_statuses`: the agents that end early have 3 steps with 3 mates
@@ -414,7 +490,7 @@ mod tests {
     /// group reward is kept apart too.
     #[test]
     fn groupmates_statuses_follow_the_group() {
-        let t = play_group(AgentProcessor::new(100));
+        let (t, _) = play_group(AgentProcessor::new(100));
         let mates = |a: i32| t[&a].steps.iter().map(|s| s.group_status.len()).collect::<Vec<_>>();
         assert_eq!((mates(2), mates(3)), (vec![3, 3, 3], vec![3, 3, 3]));
         assert_eq!((mates(0), mates(1)), (vec![3, 3, 3, 1, 1], vec![3, 3, 3, 1, 1]));
@@ -430,7 +506,7 @@ mod tests {
     /// of the message before).
     #[test]
     fn an_ending_agent_sees_its_mates_fresh_or_as_0_28_does() {
-        let fresh = play_group(AgentProcessor::new(100));
+        let (fresh, _) = play_group(AgentProcessor::new(100));
         let last = |t: &HashMap<i32, Trajectory>| {
             let step = t[&2].steps.last().unwrap();
             (step.group_status.iter().map(|m| (m.obs[0][0], m.reward)).collect::<Vec<_>>(), t[&2].next_group_obs.clone())
@@ -438,7 +514,7 @@ mod tests {
         let (statuses, next) = last(&fresh);
         assert_eq!(statuses, vec![(20.0, 300.0), (21.0, 301.0), (23.0, 303.0)]);
         assert_eq!(next, vec![vec![vec![30.0]], vec![vec![31.0]], vec![vec![33.0]]]);
-        let stale = play_group(AgentProcessor::new(100).with_stale_terminal_statuses());
+        let (stale, _) = play_group(AgentProcessor::new(100).with_stale_terminal_statuses());
         let (statuses, next) = last(&stale);
         assert_eq!(statuses, vec![(10.0, 200.0), (11.0, 201.0), (23.0, 303.0)], "0.28: the living mates one step old");
         assert_eq!(next, vec![vec![vec![20.0]], vec![vec![21.0]], vec![vec![33.0]]]);
@@ -453,6 +529,40 @@ mod tests {
         let (t, e) = p.add_steps(0, &DecisionSteps::default(), &grouped_terminals(&[4], 1), vec![]);
         assert_eq!((e[0].cumulative_reward, e[0].group_reward), (104.0, 0.5));
         assert_eq!(t[0].steps[0].reward, 104.5);
+    }
+
+    /// The group's episode closes with its last member: its return sums every member's
+    /// individual rewards and each message's group reward once; agents that end beside
+    /// living mates do not complete the group, the last ones do.
+    #[test]
+    fn the_last_member_closes_the_group_episode() {
+        let (_, episodes) = play_group(AgentProcessor::new(100));
+        let by_agent = |a: i32| episodes.iter().find(|e| e.agent == (0, a)).unwrap();
+        assert!(!by_agent(2).group_complete && !by_agent(3).group_complete);
+        assert!(by_agent(0).group_complete && by_agent(1).group_complete);
+        let closed: Vec<GroupEpisode> = episodes.iter().filter_map(|e| e.group_episode).collect();
+        // Individual rewards k·100 + a of messages 1-5 (agents 0, 1) and 1-3 (agents 2, 3);
+        // the group reward 0.5 at messages 3 and 5.
+        assert_eq!(closed, vec![GroupEpisode { group_return: 1500.0 + 1505.0 + 606.0 + 609.0 + 1.0, size: 4 }]);
+        assert_eq!(by_agent(1).group_episode, closed.first().copied(), "agent 1 left last");
+    }
+
+    /// Unity's EndGroupEpisode: every member's terminal and its next episode's first decision
+    /// come in one message. The members see each other ended (not the new episode's step),
+    /// so the group's returns stop there.
+    #[test]
+    fn a_group_ending_and_beginning_in_one_message_is_seen_ended() {
+        let mut p = AgentProcessor::new(100);
+        p.add_steps(0, &grouped_decisions(&[0, 1], 0), &grouped_terminals(&[], 0), vec![act(0.0), act(0.1)]);
+        let (t, e) = p.add_steps(0, &grouped_decisions(&[0, 1], 1), &grouped_terminals(&[0, 1], 1), vec![act(1.0), act(1.1)]);
+        assert_eq!(t.len(), 2);
+        for trajectory in &t {
+            let mates = &trajectory.steps[0].group_status;
+            assert_eq!(mates.len(), 1);
+            assert!(mates[0].done && mates[0].reward >= 100.0, "{mates:?}");
+        }
+        assert!(e.iter().all(|e| e.group_complete));
+        assert_eq!(e.iter().filter_map(|e| e.group_episode).collect::<Vec<_>>(), vec![GroupEpisode { group_return: 100.0 + 101.0 + 0.5, size: 2 }]);
     }
 
     /// Agents outside a group carry no groupmates.

@@ -3,9 +3,9 @@
 //! `torch_settings`, `debug`; training.md §1), resolved with every default filled in into
 //! [`RunOptions`].
 //!
-//! Parsing is strict: an unknown key is an error with its line. Keys ML-Agents knows but this
-//! trainer does not implement (SAC, POCA, curiosity, GAIL, RND, behavioral cloning, encoders
-//! other than `simple`) are errors naming the key and its line, never silently ignored.
+//! Parsing is strict: an unknown key is an error with its line. What ML-Agents knows but this
+//! trainer does not implement (`shared_critic`, a recurrent POCA critic) is an error naming
+//! the key and its line, never silently ignored.
 //!
 //! One file per section or concern: [`trainer`] (trainer types, a behavior's settings),
 //! [`hyperparameters`], [`network`], [`reward_signals`], [`self_play`], [`parameters`] (the
@@ -102,9 +102,6 @@ impl RunOptions {
     /// Parses and resolves a YAML configuration. `file` names it in errors.
     pub fn from_yaml(text: &str, file: &str) -> Result<Self, ConfigError> {
         let ctx = Context { text, file };
-        // A trainer this crate lacks is named before its keys are refused one by one (a SAC
-        // configuration has keys PPO has not).
-        ctx.refuse_unsupported_trainers()?;
         let raw: RawRunConfig = if text.trim().is_empty() {
             RawRunConfig::default()
         } else {

@@ -14,11 +14,8 @@ use crate::train::self_play::SelfPlaySettings;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Every `trainer_type` ML-Agents 0.28 knows.
+/// Every `trainer_type` ML-Agents 0.28 knows (all of them train here).
 pub const KNOWN_TRAINER_TYPES: [&str; 3] = ["ppo", "sac", "poca"];
-
-/// The trainer types this crate trains.
-pub const TRAINED_TYPES: [&str; 2] = ["ppo", "sac"];
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -148,49 +145,41 @@ impl Context<'_> {
         let behavioral_cloning = self.behavioral_cloning(name, s.behavioral_cloning.as_ref(), b.behavioral_cloning.as_ref(), settings.hyperparameters.batch_size)?;
         let settings = TrainerSettings { self_play, behavioral_cloning, ..settings };
         self.check_memory(name, &settings)?;
+        self.check_poca(name, &settings)?;
         Ok(settings)
     }
 
-    /// The trainer type, once the features this trainer lacks are refused by name: another
-    /// trainer type (an unknown one is out of range), behavioral cloning.
+    /// The trainer type; one ML-Agents does not know is out of range.
     pub(super) fn supported_features(&self, name: &str, s: &RawTrainerSettings, b: &RawTrainerSettings) -> Result<String, ConfigError> {
         let trainer_type = s.trainer_type.clone().or_else(|| b.trainer_type.clone()).unwrap_or_else(|| "ppo".into());
-        if !TRAINED_TYPES.contains(&trainer_type.as_str()) {
-            if !KNOWN_TRAINER_TYPES.contains(&trainer_type.as_str()) {
-                return Err(ConfigError::OutOfRange {
-                    file: self.file.into(),
-                    line: self.line_of("trainer_type", name),
-                    behavior: name.into(),
-                    key: "trainer_type".into(),
-                    value: trainer_type,
-                    rule: format!("ML-Agents knows {}", KNOWN_TRAINER_TYPES.join(", ")),
-                });
-            }
-            return Err(self.unsupported(&format!("trainer_type {trainer_type} of {name}"), "trainer_type", name, "only ppo and sac"));
+        if !KNOWN_TRAINER_TYPES.contains(&trainer_type.as_str()) {
+            return Err(ConfigError::OutOfRange {
+                file: self.file.into(),
+                line: self.line_of("trainer_type", name),
+                behavior: name.into(),
+                key: "trainer_type".into(),
+                value: trainer_type,
+                rule: format!("ML-Agents knows {}", KNOWN_TRAINER_TYPES.join(", ")),
+            });
         }
         Ok(trainer_type)
     }
 
-    /// Names a `trainer_type` ML-Agents knows and this trainer does not implement, from a
-    /// lenient reading of the YAML (anything malformed is left for the strict parse).
-    pub(super) fn refuse_unsupported_trainers(&self) -> Result<(), ConfigError> {
-        let Ok(document) = serde_norway::from_str::<serde_norway::Value>(self.text) else { return Ok(()) };
-        let trainer_of = |settings: &serde_norway::Value| settings.get("trainer_type").and_then(|t| t.as_str()).map(str::to_string);
-        let mut sections: Vec<(String, String)> = vec![];
-        if let Some(trainer) = document.get("default_settings").and_then(trainer_of) {
-            sections.push(("default_settings".into(), trainer));
+    /// POCA's own rules: its critic's attention splits `hidden_units` into 4 heads (0.28
+    /// crashes on its first critic pass otherwise, poca.md §1.1), and its recurrent critic is
+    /// not built yet.
+    fn check_poca(&self, name: &str, settings: &TrainerSettings) -> Result<(), ConfigError> {
+        if settings.trainer_type != "poca" {
+            return Ok(());
         }
-        if let Some(behaviors) = document.get("behaviors").and_then(|b| b.as_mapping()) {
-            for (name, settings) in behaviors {
-                if let (Some(name), Some(trainer)) = (name.as_str(), trainer_of(settings)) {
-                    sections.push((name.to_string(), trainer));
-                }
-            }
+        let hidden = settings.network_settings.hidden_units;
+        if hidden % 4 != 0 {
+            return Err(self.out_of_range(name, "hidden_units", hidden, "POCA's critic attends over the group with 4 heads: hidden_units must be a multiple of 4"));
         }
-        match sections.into_iter().find(|(_, trainer)| !TRAINED_TYPES.contains(&trainer.as_str()) && KNOWN_TRAINER_TYPES.contains(&trainer.as_str())) {
-            Some((name, trainer)) => Err(self.unsupported(&format!("trainer_type {trainer} of {name}"), "trainer_type", &name, "only ppo and sac")),
-            None => Ok(()),
+        if settings.network_settings.memory.is_some() {
+            return Err(self.unsupported(&format!("memory with trainer_type poca of {name}"), "memory", name, "POCA trains feed-forward networks here (its recurrent critic is not built yet)"));
         }
+        Ok(())
     }
 }
 
@@ -199,24 +188,20 @@ mod tests {
     use crate::train::config::RunOptions;
 
     #[test]
-    fn unsupported_features_name_the_key_and_line() {
-        let cases = [
-            ("behaviors:\n  B:\n    trainer_type: poca\n", "poca", 3),
-        ];
-        for (yaml, what, line) in cases {
-            let e = RunOptions::from_yaml(yaml, "t.yaml").unwrap_err();
-            let text = e.to_string();
-            assert!(text.contains(what) && text.contains(&format!("line {line}")) && text.contains("not supported"), "{text}");
-        }
-    }
-
-    #[test]
-    fn an_unsupported_trainer_is_named_before_its_keys() {
-        let poca = "behaviors:\n  Walker:\n    trainer_type: poca\n    hyperparameters:\n      beta: 0.01\n      lambd: 0.95\n";
-        let e = RunOptions::from_yaml(poca, "t.yaml").unwrap_err().to_string();
-        assert!(e.contains("trainer_type poca of Walker") && e.contains("line 3") && e.contains("not supported"), "{e}");
-        let poca = "default_settings:\n  trainer_type: poca\nbehaviors:\n  B: {}\n";
-        assert!(RunOptions::from_yaml(poca, "t.yaml").unwrap_err().to_string().contains("trainer_type poca"));
+    fn poca_takes_ppo_hyperparameters_and_checks_its_critic() {
+        let yaml = "behaviors:\n  Coop:\n    trainer_type: poca\n    hyperparameters:\n      learning_rate_schedule: constant\n      lambd: 0.9\n";
+        let o = RunOptions::from_yaml(yaml, "t.yaml").unwrap();
+        let h = &o.behaviors["Coop"].hyperparameters;
+        assert_eq!((o.behaviors["Coop"].trainer_type.as_str(), h.lambd, h.batch_size, h.buffer_size), ("poca", 0.9, 1024, 10240));
+        // An explicit learning-rate schedule is copied to β's and ε's, as for PPO.
+        assert_eq!((h.beta_schedule, h.epsilon_schedule), (h.learning_rate_schedule, h.learning_rate_schedule));
+        let odd = "behaviors:\n  Coop:\n    trainer_type: poca\n    network_settings:\n      hidden_units: 30\n";
+        let e = RunOptions::from_yaml(odd, "t.yaml").unwrap_err().to_string();
+        assert!(e.contains("hidden_units") && e.contains("multiple of 4") && e.contains("line 5"), "{e}");
+        assert!(RunOptions::from_yaml(&odd.replace("poca", "ppo"), "t.yaml").is_ok());
+        let recurrent = "behaviors:\n  Coop:\n    trainer_type: poca\n    network_settings:\n      memory: {memory_size: 16, sequence_length: 8}\n";
+        let e = RunOptions::from_yaml(recurrent, "t.yaml").unwrap_err().to_string();
+        assert!(e.contains("memory with trainer_type poca") && e.contains("not supported"), "{e}");
     }
 
     #[test]

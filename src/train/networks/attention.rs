@@ -32,7 +32,7 @@ pub fn zero_entities_mask(entities: &Tensor) -> Tensor {
 }
 
 /// 0.28's `LinearEncoder` layer for attention: weights N(0, 1)·√(0.125 / out), bias 0.
-fn attention_linear(p: nn::Path, fan_in: i64, fan_out: i64) -> nn::Linear {
+pub fn attention_linear(p: nn::Path, fan_in: i64, fan_out: i64) -> nn::Linear {
     let config = nn::LinearConfig { ws_init: nn::Init::Randn { mean: 0.0, stdev: (0.125 / fan_out as f64).sqrt() }, bs_init: Some(nn::Init::Const(0.0)), bias: true };
     nn::linear(p, fan_in, fan_out, config)
 }
@@ -85,12 +85,12 @@ pub struct ResidualSelfAttention {
 }
 
 impl ResidualSelfAttention {
-    pub fn new(p: nn::Path) -> Self {
-        let e = ATTENTION_EMBEDDING_SIZE;
+    /// Over embeddings of `e` values (4 heads of `e / 4`).
+    pub fn new(p: nn::Path, e: i64) -> Self {
         Self { fc_q: attention_linear(&p / "fc_q", e, e), fc_k: attention_linear(&p / "fc_k", e, e), fc_v: attention_linear(&p / "fc_v", e, e), fc_out: attention_linear(&p / "fc_out", e, e) }
     }
 
-    /// The pooled encoding `[B, 128]` of the embeddings `[B, N, 128]`, `mask` `[B, N]` (1 =
+    /// The pooled encoding `[B, e]` of the embeddings `[B, N, e]`, `mask` `[B, N]` (1 =
     /// padding). A row with every entity masked pools to zeros.
     pub fn forward(&self, embeddings: &Tensor, mask: &Tensor) -> Tensor {
         let (b, n, e) = embeddings.size3().expect("embeddings are [B, N, E]");
@@ -128,7 +128,7 @@ impl EntityAttention {
         let x_self_encoder = (self_size > 0).then(|| attention_linear(encoder / "x_self_encoder" / "seq_layers" / 0, self_size, ATTENTION_EMBEDDING_SIZE));
         let embedded_self = if self_size > 0 { ATTENTION_EMBEDDING_SIZE } else { 0 };
         let embeddings = entity_observations.iter().map(|(index, [max, size])| EntityEmbedding::new(encoder / "processors" / *index, embedded_self, *max, *size)).collect();
-        Self { x_self_encoder, embeddings, rsa: ResidualSelfAttention::new(encoder / "rsa") }
+        Self { x_self_encoder, embeddings, rsa: ResidualSelfAttention::new(encoder / "rsa", ATTENTION_EMBEDDING_SIZE) }
     }
 
     /// The pooled encoding `[B, 128]` of the entity observations (each `[B, N·E]`, in the

@@ -10,6 +10,7 @@ pub mod acting;
 pub mod adam;
 pub mod attention;
 pub mod memory;
+pub mod multi_agent;
 
 use crate::policy::visual::{Step, VisualEncoder as EncoderShape};
 use crate::policy::{ContinuousHead, PolicyDescription, WeightTensor, Weights, LOG_SIGMA_BOUNDS};
@@ -195,7 +196,7 @@ impl Lstm {
 /// ML-Agents' `NetworkBody`: observation processors + Swish MLP (+ the LSTM of a recurrent
 /// network). The actor, the critics and the reward signals' networks each have one.
 pub struct Body {
-    processors: Vec<Processor>,
+    encoder: ObservationEncoder,
     layers: Vec<nn::Linear>,
     /// The last layer of a goal-conditioned body, and the goal observations it reads.
     hyper: Option<(HyperLayer, Vec<usize>)>,
@@ -257,16 +258,7 @@ impl Body {
     /// The body of `d`'s networks; its first layer also reads `action_inputs` values (SAC's
     /// Q networks read the continuous action after the observation encodings).
     pub fn new(p: &nn::Path, d: &PolicyDescription, action_inputs: usize) -> Self {
-        let encoder = p / "observation_encoder" / "processors";
-        let processors = d
-            .observation_shapes
-            .iter()
-            .enumerate()
-            .map(|(i, s)| match d.visual_encoder(i) {
-                Some(shape) => Processor::Visual(VisualEncoder::new(&encoder / i, shape, d.hidden_units as i64)),
-                None => Processor::Vector(d.normalize.then(|| Normalizer::new(&encoder / i / "normalizer", s[0] as i64))),
-            })
-            .collect();
+        let encoder = ObservationEncoder::new(&(p / "observation_encoder"), d);
         let conditional = d.conditional_body(action_inputs);
         // 0.28's `ConditionalEncoder` names its layers `layers`, the plain `LinearEncoder`
         // `seq_layers`; the conditional one's last layer is the hypernetwork.
@@ -283,7 +275,7 @@ impl Body {
             (layer, d.goal_observations.clone())
         });
         let lstm = (d.memory_size > 0).then(|| Lstm::new(p / "lstm" / "lstm", d.hidden_units as i64, d.memory_size as i64 / 2));
-        Self { processors, layers, hyper, lstm }
+        Self { encoder, layers, hyper, lstm }
     }
 
     /// The encoding `[rows, width]` (width `memory_size / 2` with an LSTM, else
@@ -306,23 +298,11 @@ impl Body {
 
     /// Each observation's encoding (normalised vectors, image features), side by side.
     pub fn encode(&self, observations: &[Tensor]) -> Tensor {
-        Tensor::cat(&self.encodings(observations), 1)
-    }
-
-    fn encodings(&self, observations: &[Tensor]) -> Vec<Tensor> {
-        observations
-            .iter()
-            .zip(&self.processors)
-            .map(|(x, p)| match p {
-                Processor::Vector(None) => x.shallow_clone(),
-                Processor::Vector(Some(n)) => n.forward(x),
-                Processor::Visual(v) => v.forward(x),
-            })
-            .collect()
+        self.encoder.encode(observations)
     }
 
     fn mlp(&self, observations: &[Tensor], action: Option<&Tensor>) -> Tensor {
-        let mut encoded = self.encodings(observations);
+        let mut encoded = self.encoder.encodings(observations);
         let goal = self.hyper.as_ref().map(|(_, goals)| Tensor::cat(&goals.iter().map(|g| encoded[*g].shallow_clone()).collect::<Vec<_>>(), 1));
         encoded.extend(action.map(Tensor::shallow_clone));
         let mut h = Tensor::cat(&encoded, 1);
@@ -338,6 +318,58 @@ impl Body {
     /// Takes `other`'s normalisers (count, mean, variance), as 0.28's SAC copies the actor's
     /// into its value networks before every update.
     fn copy_normalizers_from(&mut self, other: &Body) {
+        self.encoder.copy_normalizers_from(&other.encoder);
+    }
+
+    /// See [`ObservationEncoder::update_normalizers`].
+    pub fn update_normalizers(&mut self, observations: &[Tensor]) -> Result<(), usize> {
+        self.encoder.update_normalizers(observations)
+    }
+}
+
+/// 0.28's `ObservationEncoder`: one processor per observation (a vector's optional
+/// normaliser, an image's encoder) under `observation_encoder.processors.{i}`.
+pub struct ObservationEncoder {
+    processors: Vec<Processor>,
+}
+
+impl ObservationEncoder {
+    /// The processors of `d`'s observations under `p` (a network body's
+    /// `observation_encoder`).
+    pub fn new(p: &nn::Path, d: &PolicyDescription) -> Self {
+        let encoder = p / "processors";
+        let processors = d
+            .observation_shapes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| match d.visual_encoder(i) {
+                Some(shape) => Processor::Visual(VisualEncoder::new(&encoder / i, shape, d.hidden_units as i64)),
+                None => Processor::Vector(d.normalize.then(|| Normalizer::new(&encoder / i / "normalizer", s[0] as i64))),
+            })
+            .collect();
+        Self { processors }
+    }
+
+    /// Each observation's encoding (normalised vectors, image features), side by side
+    /// `[rows, d.encoding_width()]`.
+    pub fn encode(&self, observations: &[Tensor]) -> Tensor {
+        Tensor::cat(&self.encodings(observations), 1)
+    }
+
+    fn encodings(&self, observations: &[Tensor]) -> Vec<Tensor> {
+        observations
+            .iter()
+            .zip(&self.processors)
+            .map(|(x, p)| match p {
+                Processor::Vector(None) => x.shallow_clone(),
+                Processor::Vector(Some(n)) => n.forward(x),
+                Processor::Visual(v) => v.forward(x),
+            })
+            .collect()
+    }
+
+    /// Takes `other`'s normalisers (count, mean, variance).
+    fn copy_normalizers_from(&mut self, other: &ObservationEncoder) {
         for (mine, theirs) in self.processors.iter_mut().zip(&other.processors) {
             if let (Processor::Vector(Some(mine)), Processor::Vector(Some(theirs))) = (mine, theirs) {
                 tch::no_grad(|| {
@@ -620,16 +652,7 @@ impl Critic {
     /// value per discrete action out).
     pub fn with_heads(root: &nn::Path, d: &PolicyDescription, signals: &[&str], action_inputs: usize, outputs: usize) -> Self {
         let body = Body::new(&(root / "network_body"), d, action_inputs);
-        Self { body, heads: signals.iter().map(|name| Self::head(root, d, name, outputs)).collect() }
-    }
-
-    /// One value head: Xavier-uniform (bound sqrt(6 / (fan_in + fan_out))), zero bias, as
-    /// ML-Agents' value heads.
-    fn head(root: &nn::Path, d: &PolicyDescription, name: &str, outputs: usize) -> nn::Linear {
-        let width = d.head_width() as i64;
-        let bound = (6.0 / (width as f64 + outputs as f64)).sqrt();
-        let config = nn::LinearConfig { ws_init: nn::Init::Uniform { lo: -bound, up: bound }, bs_init: Some(nn::Init::Const(0.0)), bias: true };
-        nn::linear(root / "value_heads" / "value_heads" / name, width, outputs as i64, config)
+        Self { body, heads: signals.iter().map(|name| value_head(root, name, d.head_width(), outputs)).collect() }
     }
 
     /// The number of value heads.
@@ -662,6 +685,14 @@ impl Critic {
     pub fn update_normalizers(&mut self, observations: &[Tensor]) -> Result<(), usize> {
         self.body.update_normalizers(observations)
     }
+}
+
+/// One value head `root.value_heads.value_heads.<name>` reading `width` values:
+/// Xavier-uniform (bound sqrt(6 / (fan_in + fan_out))), zero bias, as ML-Agents' value heads.
+pub fn value_head(root: &nn::Path, name: &str, width: usize, outputs: usize) -> nn::Linear {
+    let bound = (6.0 / (width as f64 + outputs as f64)).sqrt();
+    let config = nn::LinearConfig { ws_init: nn::Init::Uniform { lo: -bound, up: bound }, bs_init: Some(nn::Init::Const(0.0)), bias: true };
+    nn::linear(root / "value_heads" / "value_heads" / name, width as i64, outputs as i64, config)
 }
 
 /// A tensor's values as a float32 weight.

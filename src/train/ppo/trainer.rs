@@ -2,6 +2,9 @@
 //! estimates and GAE into the update buffer; once the buffer is full, the clipped update with
 //! ML-Agents' per-dimension ratio over shuffled minibatches (whole sequences for a recurrent
 //! network). The session does the rest (`train::session`).
+//!
+//! `trainer_type: poca` trains here too: POCA's settings and update loop are PPO's, with the
+//! centralized critic in place of PPO's own (what differs is [`crate::train::poca`]'s).
 
 use crate::checkpoint::AdamState;
 use crate::comm::side_channel::StatsAggregation;
@@ -14,10 +17,12 @@ use crate::train::error::TrainError;
 use crate::train::gae::{gae, standardize};
 use crate::train::networks::adam::Adam;
 use crate::train::networks::memory::{critic_by_sequence, AgentMemories};
+use crate::train::networks::multi_agent::{GroupObservations, MultiAgentCritic};
 use crate::train::networks::{actor_weights, load_variables, variables, Actor, Critic, OneThread};
+use crate::train::poca;
 use crate::train::rewards::{RewardSignals, SignalBatch};
 use crate::train::schedule::DecayedValue;
-use crate::train::trajectory::{EndedEpisodes, Trajectory};
+use crate::train::trajectory::{EndedEpisodes, GroupmateStatus, Trajectory};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use tch::{nn, Device, Kind, Tensor};
@@ -44,6 +49,10 @@ struct Row {
     valid: bool,
     /// The episode ended with this step (GAIL reads it).
     done: bool,
+    /// The groupmates beside the step (POCA).
+    mates: Vec<GroupmateStatus>,
+    /// Each signal's baseline at the step (POCA; the "old" baselines of its clipped loss).
+    baselines: Vec<f32>,
 }
 
 impl Row {
@@ -64,6 +73,31 @@ impl Row {
             critic_memory: vec![0.0; memory],
             valid: false,
             done: false,
+            mates: vec![],
+            baselines: vec![0.0; heads],
+        }
+    }
+}
+
+/// The value network of the trainer: PPO's critic of the agent's own observations, or POCA's
+/// centralized critic of the agent and its groupmates.
+enum ValueNetwork {
+    Own(Critic),
+    Group(MultiAgentCritic),
+}
+
+impl ValueNetwork {
+    fn heads(&self) -> usize {
+        match self {
+            Self::Own(critic) => critic.heads(),
+            Self::Group(critic) => critic.heads(),
+        }
+    }
+
+    fn update_normalizers(&mut self, observations: &[Tensor]) -> Result<(), usize> {
+        match self {
+            Self::Own(critic) => critic.update_normalizers(observations),
+            Self::Group(critic) => critic.update_normalizers(observations),
         }
     }
 }
@@ -74,7 +108,7 @@ pub struct Ppo {
     description: PolicyDescription,
     vs: nn::VarStore,
     actor: Actor,
-    critic: Critic,
+    critic: ValueNetwork,
     adam: Adam,
     /// The reward signals, in the critic's value-head order.
     signals: RewardSignals,
@@ -126,6 +160,18 @@ struct Minibatch {
     valid: Option<Tensor>,
     /// `[rows]`, 1 where the episode ended with the row's step.
     done: Tensor,
+    /// The rows with their groupmates, and their baselines when taken `[rows, signals]`
+    /// (POCA).
+    group: Option<(GroupObservations, Tensor)>,
+}
+
+/// A minibatch's losses: the one minimised and its parts.
+struct Losses {
+    total: Tensor,
+    policy: Tensor,
+    value: Tensor,
+    /// POCA's baseline loss.
+    baseline: Option<Tensor>,
 }
 
 /// The mean of `t` over real rows (0.28's `masked_mean`: padding rows count for nothing, in
@@ -144,7 +190,16 @@ impl Ppo {
         let vs = nn::VarStore::new(Device::Cpu);
         let actor = Actor::new(&vs.root(), description);
         let signals = RewardSignals::new(description, &settings.reward_signals, demonstrations.gail.as_deref(), settings.compat_0_28);
-        let critic = Critic::for_signals(&(vs.root() / "critic"), description, &signals.keys());
+        let centralized = settings.trainer_type == "poca";
+        let critic = if centralized {
+            for signal in signals.tag_names().into_iter().filter(|name| *name != "Extrinsic") {
+                log::warn!("Reward signal {signal} is not supported with the POCA trainer; results may be unexpected.");
+            }
+            ValueNetwork::Group(MultiAgentCritic::new(&(vs.root() / "critic"), description, &signals.keys()))
+        } else {
+            ValueNetwork::Own(Critic::for_signals(&(vs.root() / "critic"), description, &signals.keys()))
+        };
+        let signals = if centralized { signals.with_groupmate_rewards() } else { signals };
         let adam = Adam::new(&vs);
         let h = &settings.hyperparameters;
         let max = settings.max_steps;
@@ -169,6 +224,31 @@ impl Ppo {
         }
     }
 
+    /// The critic's estimates of a trajectory (`obs`: its rows, the steps' then the one after):
+    /// each step's values then the bootstrap value (`(n + 1) × heads`, step-major), the critic
+    /// memory each step's sequence starts from (recurrent critics), and POCA's baselines
+    /// (`n × heads`; empty for PPO).
+    fn estimates(&mut self, t: &Trajectory, obs: &[Tensor], sizes: &[usize]) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let critic = match &self.critic {
+            ValueNetwork::Own(critic) => critic,
+            ValueNetwork::Group(critic) => {
+                let (values, baselines) = poca::trajectory_estimates(critic, t, obs, sizes, &self.description.action_spec);
+                return (values, vec![], baselines);
+            }
+        };
+        if !self.description.is_recurrent() {
+            return (tch::no_grad(|| Vec::<f32>::try_from(critic.forward(obs, None).0.flatten(0, -1)).unwrap_or_default()), vec![], vec![]);
+        }
+        let initial = self.critic_memories.get(&t.agent).cloned().unwrap_or_else(|| vec![0.0; self.description.memory_size]);
+        let sequenced = critic_by_sequence(critic, obs, t.steps.len(), self.sequence_length, initial);
+        if t.terminal || t.interrupted {
+            self.critic_memories.forget(&t.agent);
+        } else {
+            self.critic_memories.store(&[t.agent], &sequenced.final_memory);
+        }
+        (sequenced.values, sequenced.initial_memories, vec![])
+    }
+
     /// The rows of the sequences `chunk` (indices of whole sequences in the buffer) as tensors.
     /// Padding sits at the end of a sequence and counts for nothing, and the LSTM is causal:
     /// the steps after the longest real part of the chunk's sequences cannot change the loss
@@ -189,8 +269,14 @@ impl Ppo {
         let advantages: Vec<f32> = rows.iter().map(|r| r.advantage).collect();
         let sizes = self.description.observation_sizes();
         let next_obs = if self.signals.has_networks() { sizes.iter().enumerate().map(|(i, s)| rows_to_tensor(&rows, |r| &r.next_obs[i], *s)).collect() } else { vec![] };
+        let obs: Vec<Tensor> = sizes.iter().enumerate().map(|(i, s)| rows_to_tensor(&rows, |r| &r.obs[i], *s)).collect();
+        let heads = self.critic.heads();
+        let group = matches!(self.critic, ValueNetwork::Group(_)).then(|| {
+            let mates: Vec<&[GroupmateStatus]> = rows.iter().map(|r| r.mates.as_slice()).collect();
+            (poca::group_observations(obs.iter().map(Tensor::shallow_clone).collect(), &mates, &sizes, a), rows_to_tensor(&rows, |r| &r.baselines, heads))
+        });
         Minibatch {
-            obs: sizes.iter().enumerate().map(|(i, s)| rows_to_tensor(&rows, |r| &r.obs[i], *s)).collect(),
+            obs,
             next_obs,
             continuous: rows_to_tensor(&rows, |r| &r.continuous, c),
             discrete: Tensor::from_slice(&discrete).reshape([rows.len() as i64, nb as i64]),
@@ -202,12 +288,13 @@ impl Ppo {
             critic_memories: start_memories(|r| &r.critic_memory),
             valid: recurrent.then(|| Tensor::from_slice(&valid)),
             done: Tensor::from_slice(&rows.iter().map(|r| if r.done { 1.0f32 } else { 0.0 }).collect::<Vec<f32>>()),
+            group,
         }
     }
 
     /// The PPO loss of a minibatch (clipped surrogate with ML-Agents' per-dimension ratio,
-    /// value loss, entropy bonus), and its policy and value parts.
-    fn losses(&self, batch: &Minibatch, beta: f64, epsilon: f64) -> (Tensor, Tensor, Tensor) {
+    /// value loss, entropy bonus) and its parts; POCA's adds its baseline's loss.
+    fn losses(&self, batch: &Minibatch, beta: f64, epsilon: f64) -> Losses {
         let mean = |t: &Tensor| masked_mean(t, batch.valid.as_ref());
         let out = self.actor.forward(&batch.obs, batch.memories.as_ref(), batch.masks.as_ref(), Some((&batch.continuous, &batch.discrete)), false);
         let ratio = (&out.log_probs - &batch.old_log_probs).exp();
@@ -219,20 +306,40 @@ impl Ppo {
         // value clipping reads are the returns: the clipped term never exceeds the plain one
         // and the value loss is in effect (R - V)². Reproduced as written, since it sets how
         // fast the critic learns.
-        let (ret, old_v) = (&batch.returns, &batch.returns);
-        let (v, _) = self.critic.forward(&batch.obs, batch.critic_memories.as_ref());
         // Every head's loss is a mean over the same rows: their mean is the mean over all.
-        let v = v.reshape([-1, self.critic.heads() as i64]);
-        let v_clipped = old_v + (&v - old_v).clamp(-epsilon, epsilon);
-        let value_loss = mean(&(ret - &v).pow_tensor_scalar(2).max_other(&(ret - &v_clipped).pow_tensor_scalar(2)));
-        let loss: Tensor = &policy_loss + &value_loss * 0.5 - mean(&out.entropy) * beta;
-        (loss, policy_loss, value_loss)
+        let clipped_loss = |v: &Tensor, old_v: &Tensor| {
+            let ret = &batch.returns;
+            let v_clipped = old_v + (v - old_v).clamp(-epsilon, epsilon);
+            mean(&(ret - v).pow_tensor_scalar(2).max_other(&(ret - &v_clipped).pow_tensor_scalar(2)))
+        };
+        let entropy = mean(&out.entropy) * beta;
+        match &self.critic {
+            ValueNetwork::Group(critic) => {
+                let (group, old_baselines) = batch.group.as_ref().expect("a centralized critic's minibatches carry their groups");
+                // POCA: policy + 0.5·(value + 0.5·baseline) − β·entropy; the baselines' "old
+                // values" are really the ones taken with the trajectory (their clip works).
+                let (v, b) = critic.values_and_baselines(group);
+                let value = clipped_loss(&v, &batch.returns);
+                let baseline = clipped_loss(&b, old_baselines);
+                let total = &policy_loss + (&value + &baseline * 0.5) * 0.5 - entropy;
+                Losses { total, policy: policy_loss, value, baseline: Some(baseline) }
+            }
+            ValueNetwork::Own(critic) => {
+                let (v, _) = critic.forward(&batch.obs, batch.critic_memories.as_ref());
+                let value = clipped_loss(&v.reshape([-1, critic.heads() as i64]), &batch.returns);
+                let total = &policy_loss + &value * 0.5 - entropy;
+                Losses { total, policy: policy_loss, value, baseline: None }
+            }
+        }
     }
 }
 
 impl Algorithm for Ppo {
     fn trainer_type(&self) -> &'static str {
-        "ppo"
+        match self.critic {
+            ValueNetwork::Own(_) => "ppo",
+            ValueNetwork::Group(_) => "poca",
+        }
     }
 
     fn actor(&self) -> &Actor {
@@ -255,30 +362,21 @@ impl Algorithm for Ppo {
         let n = t.steps.len();
         let sizes = self.description.observation_sizes();
         let obs = trajectory_observations(&t, &sizes);
-        update_normalizers(&mut self.actor, &mut self.critic, &obs, &t, context)?;
-        let (values, critic_memories) = if self.description.is_recurrent() {
-            let initial = self.critic_memories.get(&t.agent).cloned().unwrap_or_else(|| vec![0.0; self.description.memory_size]);
-            let sequenced = critic_by_sequence(&self.critic, &obs, n, self.sequence_length, initial);
-            if t.terminal || t.interrupted {
-                self.critic_memories.forget(&t.agent);
-            } else {
-                self.critic_memories.store(&[t.agent], &sequenced.final_memory);
-            }
-            (sequenced.values, sequenced.initial_memories)
-        } else {
-            (tch::no_grad(|| Vec::<f32>::try_from(self.critic.forward(&obs, None).0.flatten(0, -1)).unwrap_or_default()), vec![])
-        };
+        update_normalizers(&mut self.actor, |steps| self.critic.update_normalizers(steps), &obs, &t, context)?;
+        let (values, critic_memories, baselines) = self.estimates(&t, &obs, &sizes);
         let heads = self.critic.heads();
         let signal_rewards = self.signals.rewards(&t, &obs, context.stats);
         let mut advantages = vec![0.0f32; n];
         let mut returns = vec![vec![0.0f32; heads]; n];
+        // POCA's returns stop only where the whole group's episode ended (poca.md §1.7).
+        let returns_stop = if baselines.is_empty() { t.terminal } else { poca::bootstrap_ends(&t) };
         for (head, signal) in signal_rewards.iter().enumerate() {
             let head_values: Vec<f32> = values.iter().skip(head).step_by(heads).copied().collect();
             if head_values.len() != n + 1 {
                 return Err(context.diverge("the critic gave no value for every step", self.learning_rate.value(context.step)));
             }
             // Curiosity and RND bootstrap past a real episode end (0.28's `ignore_done`).
-            let terminal = t.terminal && !signal.ignore_done;
+            let terminal = returns_stop && !signal.ignore_done;
             let rewards = Vec::<f32>::try_from(&signal.rewards).unwrap_or_default();
             let (signal_advantages, signal_returns) = gae(&rewards, &head_values[..n], head_values[n], terminal, signal.gamma as f32, self.settings.hyperparameters.lambd as f32);
             if !signal_returns.iter().chain(&signal_advantages).all(|v| v.is_finite()) {
@@ -292,12 +390,18 @@ impl Algorithm for Ppo {
                 };
                 return Err(context.overflow(t.agent.1, what, format!("reach {largest:e}, and their discounted returns overflow")));
             }
+            let head_baselines: Vec<f32> = baselines.iter().skip(head).step_by(heads).copied().collect();
             for k in 0..n {
-                advantages[k] += signal_advantages[k] / heads as f32;
+                // POCA's advantage is the return less the counterfactual baseline.
+                let advantage = head_baselines.get(k).map_or(signal_advantages[k], |b| signal_returns[k] - b);
+                advantages[k] += advantage / heads as f32;
                 returns[k][head] = signal_returns[k];
             }
-            let mean_value = head_values[..n].iter().sum::<f32>() / n as f32;
-            context.stats.add(&format!("Policy/{} Value Estimate", signal.kind.tag_name()), mean_value, StatsAggregation::Average);
+            let mean = |v: &[f32]| v.iter().sum::<f32>() / v.len().max(1) as f32;
+            context.stats.add(&format!("Policy/{} Value Estimate", signal.kind.tag_name()), mean(&head_values[..n]), StatsAggregation::Average);
+            if !head_baselines.is_empty() {
+                context.stats.add(&format!("Policy/{} Baseline Estimate", signal.kind.tag_name()), mean(&head_baselines), StatsAggregation::Average);
+            }
         }
         let mut next_obs: Vec<Vec<Vec<f32>>> = vec![];
         if self.signals.has_networks() {
@@ -308,6 +412,7 @@ impl Algorithm for Ppo {
         let total = self.description.action_spec.mask_len();
         let m = self.description.memory_size;
         let ended = t.terminal || t.interrupted;
+        let mut baselines = baselines.chunks(heads.max(1)).map(<[f32]>::to_vec);
         for ((k, s), returns) in t.steps.into_iter().enumerate().zip(returns) {
             let mask = if s.action_mask.len() == total { s.action_mask.iter().map(|m| if *m { 0.0 } else { 1.0 }).collect() } else { vec![1.0; total] };
             self.buffer.push(Row {
@@ -323,6 +428,8 @@ impl Algorithm for Ppo {
                 critic_memory: critic_memories.get(k * m..(k + 1) * m).map(<[f32]>::to_vec).unwrap_or_default(),
                 valid: true,
                 done: ended && k + 1 == n,
+                mates: s.group_status,
+                baselines: baselines.next().unwrap_or_default(),
             });
         }
         // Sequences never straddle trajectories: the last one is padded at its end.
@@ -350,7 +457,7 @@ impl Algorithm for Ppo {
         }
         let (lr, beta, epsilon) = (self.learning_rate.value(context.step), self.beta.value(context.step), self.epsilon.value(context.step));
         let _threads = OneThread::for_update(true, h.batch_size, self.description.hidden_units);
-        let (mut policy_losses, mut value_losses) = (vec![], vec![]);
+        let (mut policy_losses, mut value_losses, mut baseline_losses) = (vec![], vec![], vec![]);
         // Whole sequences are shuffled; a minibatch is batch_size rounded down to whole
         // sequences, at least one (0.28's `_update_policy`). Without memory a sequence is a step.
         let l = self.sequence_length;
@@ -360,14 +467,15 @@ impl Algorithm for Ppo {
             order.shuffle(&mut self.rng);
             for chunk in order.chunks_exact(sequences_per_batch) {
                 let batch = self.minibatch(chunk);
-                let (loss, policy_loss, value_loss) = self.losses(&batch, beta, epsilon);
-                let (policy_value, value_value) = (policy_loss.double_value(&[]), value_loss.double_value(&[]));
-                if !(policy_value.is_finite() && value_value.is_finite() && loss.double_value(&[]).is_finite()) {
+                let losses = self.losses(&batch, beta, epsilon);
+                let (policy_value, value_value) = (losses.policy.double_value(&[]), losses.value.double_value(&[]));
+                let baseline_value = losses.baseline.as_ref().map(|b| b.double_value(&[]));
+                if !(policy_value.is_finite() && value_value.is_finite() && losses.total.double_value(&[]).is_finite()) {
                     self.buffer.clear();
                     return Err(context.divergence(&format!("the loss became non-finite (policy loss {policy_value}, value loss {value_value})"), lr));
                 }
                 self.adam.zero_grad();
-                loss.backward();
+                losses.total.backward();
                 self.adam.step(lr);
                 if self.signals.has_networks() {
                     let signal_batch = SignalBatch { obs: &batch.obs, next_obs: &batch.next_obs, continuous: &batch.continuous, discrete: &batch.discrete, valid: batch.valid.as_ref(), done: Some(&batch.done) };
@@ -375,6 +483,7 @@ impl Algorithm for Ppo {
                 }
                 policy_losses.push(policy_value.abs() as f32);
                 value_losses.push(value_value as f32);
+                baseline_losses.extend(baseline_value.map(|b| b as f32));
             }
         }
         self.buffer.clear();
@@ -385,7 +494,7 @@ impl Algorithm for Ppo {
         if let Some(name) = first_non_finite_variable(&self.vs) {
             return Err(context.diverge(&format!("the update left non-finite values in {name}"), lr));
         }
-        for (tag, values) in [("Losses/Policy Loss", policy_losses), ("Losses/Value Loss", value_losses)] {
+        for (tag, values) in [("Losses/Policy Loss", policy_losses), ("Losses/Value Loss", value_losses), ("Losses/Baseline Loss", baseline_losses)] {
             if let Some(mean) = StatsAggregation::Average.aggregate(&values) {
                 context.stats.add(tag, mean, StatsAggregation::Average);
             }

@@ -134,6 +134,8 @@ pub struct RewardSignals {
     episode_rewards: HashMap<AgentKey, Vec<f64>>,
     /// The providers' statistics since the last report.
     update_stats: BTreeMap<&'static str, Vec<f32>>,
+    /// The extrinsic reward adds the groupmates' individual rewards (POCA's).
+    groupmate_rewards: bool,
 }
 
 /// One signal's rewards for rows of experience (strength applied), with what the returns
@@ -166,7 +168,14 @@ impl RewardSignals {
                 Signal { kind: signal.kind, gamma: signal.gamma, strength: signal.strength, provider, trains_on_padding }
             })
             .collect();
-        Self { signals, episode_rewards: HashMap::new(), update_stats: BTreeMap::new() }
+        Self { signals, episode_rewards: HashMap::new(), update_stats: BTreeMap::new(), groupmate_rewards: false }
+    }
+
+    /// The extrinsic reward of a step also sums the individual rewards of the agent's
+    /// groupmates at that step, as POCA's does (poca.md §1.5).
+    pub fn with_groupmate_rewards(mut self) -> Self {
+        self.groupmate_rewards = true;
+        self
     }
 
     /// The signals' keys, in order (the value heads' names).
@@ -208,7 +217,8 @@ impl RewardSignals {
     pub fn rewards(&mut self, t: &Trajectory, observations: &[Tensor], stats: &mut StatsReporter) -> Vec<SignalRewards> {
         let n = t.steps.len() as i64;
         let steps: Vec<Tensor> = observations.iter().map(|o| o.narrow(0, 0, n)).collect();
-        let environment_rewards = Tensor::from_slice(&t.steps.iter().map(|s| s.reward).collect::<Vec<f32>>());
+        let mates = |s: &crate::train::trajectory::Experience| if self.groupmate_rewards { s.group_status.iter().map(|m| m.reward).sum() } else { 0.0 };
+        let environment_rewards = Tensor::from_slice(&t.steps.iter().map(|s| s.reward + mates(s)).collect::<Vec<f32>>());
         let out = if self.has_networks() {
             for provider in self.signals.iter_mut().filter_map(|s| s.provider.as_mut()) {
                 provider.update_normalizers(&steps);

@@ -332,7 +332,7 @@ impl Algorithm for Sac {
     fn take_trajectory(&mut self, t: Trajectory, context: &mut TrainerContext) -> Result<(), TrainError> {
         let n = t.steps.len();
         let with_next = trajectory_observations(&t, &self.description.observation_sizes());
-        update_normalizers(&mut self.actor, &mut self.value, &with_next, &t, context)?;
+        update_normalizers(&mut self.actor, |steps| self.value.update_normalizers(steps), &with_next, &t, context)?;
         let (values, critic_memories) = if self.description.is_recurrent() {
             // V by sequence from the agent's carried memory: each step keeps the memory its
             // sequence starts from.

@@ -18,7 +18,7 @@ use crate::train::networks::acting::{largest_observation, sample_with_memories, 
 use crate::train::networks::memory::AgentMemories;
 use crate::train::ppo::trainer::Ppo;
 use crate::train::sac::trainer::Sac;
-use crate::train::stats::{StatsReporter, CUMULATIVE_REWARD};
+use crate::train::stats::{StatsReporter, CUMULATIVE_REWARD, GROUP_CUMULATIVE_REWARD, GROUP_EPISODE_RETURN, GROUP_SIZE};
 use crate::train::tensorboard::SummaryWriter;
 use crate::train::trajectory::{AgentProcessor, Decision, EndedEpisodes, Trajectory};
 use std::collections::VecDeque;
@@ -177,7 +177,8 @@ impl BehaviorTrainer {
             continuous_head: if settings.trainer_type == "sac" { ContinuousHead::Squashed } else { ContinuousHead::Clipped },
         };
         let algorithm: Box<dyn Algorithm> = match settings.trainer_type.as_str() {
-            "ppo" => Box::new(Ppo::new(&description, &settings, seed, &demonstrations)),
+            // POCA is PPO's update with the centralized critic (`train::poca`).
+            "ppo" | "poca" => Box::new(Ppo::new(&description, &settings, seed, &demonstrations)),
             "sac" => Box::new(Sac::new(behavior, &description, &settings, seed, &demonstrations)?),
             other => return Err(TrainError::Unsupported(format!("behavior {behavior}: trainer_type {other} is not trained yet"))),
         };
@@ -308,7 +309,7 @@ impl BehaviorTrainer {
     /// ([`TrainError::Overflow`]).
     pub fn ingest(&mut self, worker: usize, decision_steps: &DecisionSteps, terminal_steps: &TerminalSteps, decisions: Vec<Decision>) -> Result<Ingested, TrainError> {
         let (trajectories, episodes) = self.processor.add_steps(worker, decision_steps, terminal_steps, decisions);
-        if !self.warned_group_rewards && trajectories.iter().any(|t| t.steps.iter().any(|s| s.group_reward != 0.0)) {
+        if !self.warned_group_rewards && self.settings.trainer_type != "poca" && trajectories.iter().any(|t| t.steps.iter().any(|s| s.group_reward != 0.0)) {
             // 0.28's warning (PPO and SAC add the group reward to the agent's own).
             log::warn!("{}: an agent received a group reward, but you are not using a multi-agent trainer; use the POCA trainer for best results", self.behavior);
             self.warned_group_rewards = true;
@@ -320,6 +321,14 @@ impl BehaviorTrainer {
             self.reward_buffer.push(e.cumulative_reward);
             self.stats.add(CUMULATIVE_REWARD, e.cumulative_reward, StatsAggregation::Average);
             self.stats.add("Environment/Episode Length", e.length as f32, StatsAggregation::Average);
+            // 0.28's POCA reports the group rewards of agents that ended with their group.
+            if self.settings.trainer_type == "poca" && e.group_complete {
+                self.stats.add(GROUP_CUMULATIVE_REWARD, e.group_reward, StatsAggregation::Average);
+            }
+            if let Some(group) = e.group_episode {
+                self.stats.add(GROUP_EPISODE_RETURN, group.group_return, StatsAggregation::Average);
+                self.stats.add(GROUP_SIZE, group.size as f32, StatsAggregation::Average);
+            }
         }
         match &mut self.overlap {
             Some(overlap) if self.algorithm.is_none() => overlap.queued.extend(trajectories),
