@@ -33,6 +33,31 @@ fn shipped_configs_load_unchanged() {
     assert_eq!(grid.behaviors["GridWorld"].network_settings.hidden_units, 128);
 }
 
+/// The four POCA configurations 0.28 ships (config/poca, poca.md §6.3): POCA with PPO's
+/// hyperparameters, and SoccerTwos' and StrikersVsGoalie's self-play blocks around it.
+#[test]
+fn shipped_poca_configs_load() {
+    for (file, behavior, max_steps) in [("DungeonEscape", "DungeonEscape", 20_000_000), ("PushBlockCollab", "PushBlockCollab", 15_000_000)] {
+        let o = RunOptions::from_file(&fixture(&format!("poca/{file}.yaml"))).unwrap();
+        let b = &o.behaviors[behavior];
+        assert_eq!((b.trainer_type.as_str(), b.hyperparameters.beta, b.network_settings.hidden_units, b.max_steps), ("poca", 0.01, 256, max_steps));
+        assert_eq!((b.hyperparameters.beta_schedule, b.hyperparameters.epsilon_schedule), (Schedule::Constant, Schedule::Constant), "coupled to the constant LR schedule");
+        assert!(b.self_play.is_none());
+    }
+    let soccer = RunOptions::from_file(&fixture("poca/SoccerTwos.yaml")).unwrap();
+    let b = &soccer.behaviors["SoccerTwos"];
+    let self_play = b.self_play.as_ref().expect("self_play");
+    assert_eq!((b.trainer_type.as_str(), b.time_horizon, b.threaded), ("poca", 1000, false));
+    assert_eq!((self_play.swap_steps, self_play.team_change, self_play.window), (2000, 200_000, 10));
+    let strikers = RunOptions::from_file(&fixture("poca/StrikersVsGoalie.yaml")).unwrap();
+    for (behavior, swap) in [("Goalie", 1000), ("Striker", 4000)] {
+        let b = &strikers.behaviors[behavior];
+        assert_eq!((b.trainer_type.as_str(), b.network_settings.hidden_units, b.self_play.as_ref().map(|s| s.swap_steps)), ("poca", 512, Some(swap)));
+    }
+    // The resolved configuration reads back the same.
+    assert_eq!(RunOptions::from_yaml(&soccer.to_yaml(), "configuration.yaml").unwrap().behaviors, soccer.behaviors);
+}
+
 #[test]
 fn resolved_configuration_round_trips_as_yaml() {
     let ball = RunOptions::from_file(&fixture("3DBall.yaml")).unwrap();

@@ -13,23 +13,34 @@ use mlagents::train::session::{learn, LearnOptions};
 /// ML-Agents' `poca_dummy_config` (lr 5e-3 constant, β and ε linear, batch 16, buffer 64,
 /// 32 hidden units in 1 layer) for `trainer_type`.
 fn dummy_config(trainer_type: &str, max_steps: u64, seed: i64) -> RunOptions {
+    config(trainer_type, 16, 64, max_steps, 500, seed)
+}
+
+/// [`dummy_config`] with other sizes.
+fn config(trainer_type: &str, batch: usize, buffer: usize, max_steps: u64, summary_freq: u64, seed: i64) -> RunOptions {
     let yaml = format!(
-        "behaviors:\n  1D:\n    trainer_type: {trainer_type}\n    hyperparameters: {{batch_size: 16, buffer_size: 64, learning_rate: 5.0e-3, \
+        "behaviors:\n  1D:\n    trainer_type: {trainer_type}\n    hyperparameters: {{batch_size: {batch}, buffer_size: {buffer}, learning_rate: 5.0e-3, \
          learning_rate_schedule: constant, beta_schedule: linear, epsilon_schedule: linear, beta: 5.0e-3, epsilon: 0.2, \
          lambd: 0.95, num_epoch: 3}}\n    network_settings: {{hidden_units: 32, num_layers: 1}}\n    \
          reward_signals: {{extrinsic: {{gamma: 0.99, strength: 1.0}}}}\n    max_steps: {max_steps}\n    time_horizon: 64\n    \
-         summary_freq: 500\nenv_settings: {{base_port: 0, seed: {seed}}}\n"
+         summary_freq: {summary_freq}\nenv_settings: {{base_port: 0, seed: {seed}}}\n"
     );
     RunOptions::from_yaml(&yaml, "dummy.yaml").unwrap()
 }
 
 /// Trains `trainer_type` on `scene` for `max_steps` and returns the scene's last summary of
 /// `tag` (its mean over the last `summary_freq` steps) and the TensorBoard events.
-fn train(scene: &str, trainer_type: &str, max_steps: u64, seed: i64, tag: &str) -> (f32, Vec<u8>) {
+fn train(scene: &str, options: &RunOptions, tag: &str) -> (f32, Vec<u8>) {
+    let (trainer_type, max_steps, seed) = (&options.behaviors["1D"].trainer_type, options.behaviors["1D"].max_steps, options.env_settings.seed);
     let dir = temp_dir(&format!("poca-{scene}-{trainer_type}-{seed}"));
-    let options = LearnOptions { run_dir: Some(dir.clone()), ..LearnOptions::in_memory(&format!("sim:{scene}")) };
-    let results = learn(&dummy_config(trainer_type, max_steps, seed), &options).unwrap();
+    let run = LearnOptions { run_dir: Some(dir.clone()), ..LearnOptions::in_memory(&format!("sim:{scene}")) };
+    let results = learn(options, &run).unwrap();
     assert!(results["1D"].steps >= max_steps);
+    // The export is the actor alone, as PPO's: it passes its parity record.
+    let onnx = results["1D"].onnx.clone().expect("exported");
+    let record: mlagents::policy::parity::ParityRecord = serde_json::from_slice(&std::fs::read(onnx.with_extension("parity.json")).unwrap()).unwrap();
+    let report = mlagents::run::check_parity(&onnx, &record, 1e-5).unwrap();
+    assert!(report.passed, "{trainer_type} on {scene}: {report:?}");
     let events = event_file(&dir.join("1D"));
     let _ = std::fs::remove_dir_all(dir);
     let last = scalars(&events, tag).last().copied().unwrap_or(f32::NAN);
@@ -39,7 +50,7 @@ fn train(scene: &str, trainer_type: &str, max_steps: u64, seed: i64, tag: &str) 
 fn poca_reaches(scene: &str) {
     let mut scores = vec![];
     for seed in [1337, 1338, 1339] {
-        let (score, events) = train(scene, "poca", 3000, seed, "Coop/Final Reward");
+        let (score, events) = train(scene, &dummy_config("poca", 3000, seed), "Coop/Final Reward");
         for tag in ["Losses/Baseline Loss", "Policy/Extrinsic Baseline Estimate", "Environment/Group Cumulative Reward"] {
             assert!(!scalars(&events, tag).is_empty(), "{scene}: no {tag} in the event file");
         }
@@ -59,3 +70,48 @@ fn poca_discrete() {
 fn poca_continuous() {
     poca_reaches("CoopReach1DContinuous");
 }
+
+/// CoopSacrifice: the door opens for the group only after one member went to the dragon and
+/// left the episode with nothing. POCA credits that member with what the group earns after it
+/// (the group bootstrap); PPO with the same budget learns from individual rewards (each member's
+/// own and the group's while it is in the episode) and has no reason to go.
+#[test]
+fn the_sacrifice_is_learnt_by_poca_not_by_ppo() {
+    let mut poca = vec![];
+    let mut ppo = vec![];
+    for seed in [1, 2, 3] {
+        for (trainer_type, scores) in [("poca", &mut poca), ("ppo", &mut ppo)] {
+            let (score, events) = train("CoopSacrifice", &config(trainer_type, 64, 640, SACRIFICE_STEPS, 2000, seed), "Coop/Group Return");
+            eprintln!("CoopSacrifice {trainer_type} seed {seed}: group return per summary {:?}", scalars(&events, "Coop/Group Return"));
+            scores.push(score);
+        }
+    }
+    eprintln!("CoopSacrifice, {SACRIFICE_STEPS} steps: group return over the last 2000 steps, POCA {poca:?}, PPO {ppo:?}");
+    assert!(poca.iter().filter(|s| **s > 0.9).count() >= 2, "POCA did not learn the sacrifice: {poca:?}");
+    assert!(ppo.iter().filter(|s| **s < 0.5).count() >= 2, "PPO learnt the sacrifice: {ppo:?}");
+}
+
+/// POCA inside self-play (SoccerTwos' and StrikersVsGoalie's shipped combination): on
+/// upstream's symmetric ghost scene (two teams, no groups, where POCA's critic reads the agent
+/// alone) both teams still learn, as `test_simple_ghost` asks of PPO.
+#[test]
+fn poca_trains_under_self_play() {
+    let mut scores = vec![];
+    for seed in [1337, 1338, 1339] {
+        let yaml = format!(
+            "behaviors:\n  1D:\n    trainer_type: poca\n    hyperparameters: {{batch_size: 16, buffer_size: 64, learning_rate: 5.0e-3, \
+             learning_rate_schedule: constant, beta_schedule: linear, epsilon_schedule: linear}}\n    \
+             network_settings: {{hidden_units: 32, num_layers: 1}}\n    max_steps: 2500\n    time_horizon: 64\n    summary_freq: 500\n    \
+             self_play: {{play_against_latest_model_ratio: 1.0, save_steps: 2000, swap_steps: 2000}}\nenv_settings: {{base_port: 0, seed: {seed}}}\n"
+        );
+        let results = learn(&RunOptions::from_yaml(&yaml, "ghost.yaml").unwrap(), &LearnOptions::in_memory("sim:Ghost1D")).unwrap();
+        let last5 = |r: &[f32]| r[r.len().saturating_sub(5)..].iter().sum::<f32>() / r.len().clamp(1, 5) as f32;
+        scores.push(results["1D"].team_returns.values().map(|r| last5(r)).collect::<Vec<f32>>());
+    }
+    eprintln!("POCA under self-play on Ghost1D: last-5 mean returns per seed (team 0, team 1) {scores:?}");
+    let passed = scores.iter().filter(|s| s.len() == 2 && s.iter().all(|v| *v > 0.9)).count();
+    assert!(passed >= 2, "{passed} of 3 seeds pass: {scores:?}");
+}
+
+/// The budget of the sacrifice (the group return measured over its last 2000 steps).
+const SACRIFICE_STEPS: u64 = 20000;
