@@ -4,9 +4,10 @@
 # same run. Reports steps/s, wall time and steps to the first summary at the target reward,
 # the final summary's reward and peak memory (RSS of the trainer process tree as GNU time
 # sees the top process).
-# Usage: [THREADED=true|false] [SEED=N] [OURS_FLAGS=...] scripts/bench-train.sh [SCENE] [CONFIG] [TARGET] [MAX_STEPS]
+# Usage: [THREADED=true|false] [SEED=N] [OURS_FLAGS=...] [GROUP=1] scripts/bench-train.sh [SCENE] [CONFIG] [TARGET] [MAX_STEPS]
 #   SEED: --seed N for both trainers (default: the configuration's, random when it sets none);
 #   OURS_FLAGS: more flags for ours only (e.g. --compat-0-28)
+#   GROUP=1: the target is on the console's "Mean Group Reward" (POCA), not "Mean Reward"
 #   (default 3DBall, its shipped config, 100, the config's max_steps)
 #   Basic: scripts/bench-train.sh Basic tests/fixtures/config/Basic.yaml 0.9 100000
 set -euo pipefail
@@ -33,13 +34,14 @@ if [ -n "${SEED:-}" ]; then SEED_FLAGS=(--seed "$SEED"); fi
 # (--env-args takes every argument after it: it comes last.)
 /usr/bin/time -v "$TORCH_VENV/bin/mlagents-learn" "$CONFIG" --run-id python --env "$SIM" --no-graphics \
   --results-dir "$OUT" --base-port 6405 --force "${SEED_FLAGS[@]}" --env-args --scene "$SCENE" > "$OUT/python.log" 2> "$OUT/python.time" || true
-python3 - "$OUT" "$TARGET" <<'PY'
+python3 - "$OUT" "$TARGET" "${GROUP:-}" <<'PY'
 import re, sys
-out, target = sys.argv[1], float(sys.argv[2])
+out, target, group = sys.argv[1], float(sys.argv[2]), bool(sys.argv[3])
+metric = r"Mean Group Reward: (-?\d+\.\d+)" if group else r"Mean Reward: (-?\d+\.\d+)"
 for name in ("ours", "python"):
     lines = [l for l in open(f"{out}/{name}.log", errors="replace") if "Mean Reward" in l]
     rows = [(int(m.group(1)), float(m.group(2)), float(m.group(3))) for l in lines
-            if (m := re.search(r"Step: (\d+)\. Time Elapsed: ([\d.]+) s\. Mean Reward: (-?\d+\.\d+)", l))]
+            if (m := re.search(r"Step: (\d+)\. Time Elapsed: ([\d.]+) s\..*" + metric, l))]
     time = open(f"{out}/{name}.time", errors="replace").read()
     wall = re.search(r"Elapsed \(wall clock\) time.*: (.*)", time).group(1)
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", time).group(1)) / 1024

@@ -115,3 +115,28 @@ fn poca_trains_under_self_play() {
 
 /// The budget of the sacrifice (the group return measured over its last 2000 steps).
 const SACRIFICE_STEPS: u64 = 20000;
+
+/// A POCA checkpoint keeps the whole critic, its agent count's running maximum included (two
+/// members in CoopReach1D), and Adam over actor and critic; a resume restores exactly that.
+#[test]
+fn a_poca_checkpoint_keeps_the_critic_and_resumes_exactly() {
+    use mlagents::checkpoint;
+    let dir = temp_dir("poca-resume");
+    let run = |resume: bool| LearnOptions { run_dir: Some(dir.clone()), resume, ..LearnOptions::in_memory("sim:CoopReach1D") };
+    learn(&dummy_config("poca", 1000, 5), &run(false)).unwrap();
+    let saved = checkpoint::latest(&dir.join("1D"), "1D").unwrap();
+    let tensors = common::tensors_without_rollouts(&saved);
+    assert_eq!(tensors["critic.network_body._current_max_agents"].data, vec![2.0]);
+    for name in ["critic.network_body.self_attn.fc_q.weight", "critic.network_body.obs_action_encoder.self_ent_encoder.seq_layers.0.weight", "critic.value_heads.value_heads.extrinsic.weight"] {
+        assert!(tensors.contains_key(name), "no {name} in {:?}", tensors.keys().collect::<Vec<_>>());
+    }
+    assert_eq!(tensors["critic.value_heads.value_heads.extrinsic.weight"].shape, vec![1, 33], "32 hidden units and the agent count");
+    assert!(tensors.keys().any(|k| k.starts_with("optimizer.m.critic.")) && tensors.keys().any(|k| k.starts_with("optimizer.m.action_model.")));
+    // Resumed with max_steps at the saved step, nothing trains: the final checkpoint holds
+    // exactly the restored state.
+    learn(&dummy_config("poca", saved.description.step, 5), &run(true)).unwrap();
+    let restored = checkpoint::at_step(&dir.join("1D"), "1D", saved.description.step).unwrap();
+    assert_eq!(restored.description.optimizer, saved.description.optimizer);
+    assert!(common::tensors_without_rollouts(&restored) == tensors, "resumed state differs from the checkpoint");
+    let _ = std::fs::remove_dir_all(dir);
+}

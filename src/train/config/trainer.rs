@@ -173,7 +173,7 @@ impl Context<'_> {
             return Ok(());
         }
         let hidden = settings.network_settings.hidden_units;
-        if hidden % 4 != 0 {
+        if !hidden.is_multiple_of(4) {
             return Err(self.out_of_range(name, "hidden_units", hidden, "POCA's critic attends over the group with 4 heads: hidden_units must be a multiple of 4"));
         }
         if settings.network_settings.memory.is_some() {

@@ -412,6 +412,7 @@ impl Algorithm for Ppo {
         let total = self.description.action_spec.mask_len();
         let m = self.description.memory_size;
         let ended = t.terminal || t.interrupted;
+        let baselines_taken = !baselines.is_empty();
         let mut baselines = baselines.chunks(heads.max(1)).map(<[f32]>::to_vec);
         for ((k, s), returns) in t.steps.into_iter().enumerate().zip(returns) {
             let mask = if s.action_mask.len() == total { s.action_mask.iter().map(|m| if *m { 0.0 } else { 1.0 }).collect() } else { vec![1.0; total] };
@@ -428,7 +429,8 @@ impl Algorithm for Ppo {
                 critic_memory: critic_memories.get(k * m..(k + 1) * m).map(<[f32]>::to_vec).unwrap_or_default(),
                 valid: true,
                 done: ended && k + 1 == n,
-                mates: s.group_status,
+                // Only the centralized critic reads the mates.
+                mates: if baselines_taken { s.group_status } else { vec![] },
                 baselines: baselines.next().unwrap_or_default(),
             });
         }
