@@ -81,3 +81,121 @@ pub fn trajectory_estimates(critic: &MultiAgentCritic, t: &Trajectory, observati
         (flat(values), flat(baselines))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{PolicyDescription, POLICY_FORMAT_VERSION};
+    use crate::train::trajectory::{Decision, Experience};
+    use tch::{nn, Device};
+
+    fn description(actions: ActionSpec) -> PolicyDescription {
+        PolicyDescription {
+            format_version: POLICY_FORMAT_VERSION,
+            observation_shapes: vec![vec![3]],
+            action_spec: actions,
+            hidden_units: 8,
+            num_layers: 1,
+            normalize: false,
+            memory_size: 0,
+            vis_encode_type: crate::policy::EncoderType::Simple,
+            goal_observations: vec![],
+            continuous_head: crate::policy::ContinuousHead::default(),
+        }
+    }
+
+    fn mate(obs: f32, action: i32, reward: f32, done: bool) -> GroupmateStatus {
+        GroupmateStatus { obs: vec![vec![obs; 3]], continuous: vec![], discrete: vec![action], reward, done }
+    }
+
+    fn trajectory(mates_at_end: Vec<GroupmateStatus>, terminal: bool, interrupted: bool) -> Trajectory {
+        let step = |mates| Experience { obs: vec![vec![0.5; 3]], action_mask: vec![], decision: Decision { discrete: vec![1], ..Default::default() }, reward: 0.0, group_reward: 0.0, done: false, group_status: mates };
+        Trajectory {
+            agent: (0, 1),
+            steps: vec![step(vec![mate(0.1, 0, 0.0, false)]), step(mates_at_end.clone())],
+            next_obs: vec![vec![0.25; 3]],
+            terminal,
+            interrupted,
+            next_group_obs: mates_at_end.iter().map(|m| m.obs.clone()).collect(),
+        }
+    }
+
+    /// poca.md §1.7: an agent ending beside a living mate bootstraps from the group's value;
+    /// returns stop only when every mate ended with it (or none is left), never on an
+    /// interruption.
+    #[test]
+    fn returns_stop_only_where_the_whole_group_ended() {
+        assert!(!bootstrap_ends(&trajectory(vec![mate(0.2, 1, 0.0, false)], true, false)), "a mate lives on: posthumous bootstrap");
+        assert!(bootstrap_ends(&trajectory(vec![mate(0.2, 1, 0.0, true)], true, false)), "the group ended together");
+        assert!(bootstrap_ends(&trajectory(vec![], true, false)), "the last survivor");
+        assert!(!bootstrap_ends(&trajectory(vec![mate(0.2, 1, 0.0, true)], false, true)), "interrupted");
+        assert!(!bootstrap_ends(&trajectory(vec![], false, false)), "cut at the time horizon");
+    }
+
+    /// Rows with fewer mates than the batch's most leave their last slots absent: zero
+    /// observations and actions, masked; actions are continuous values, then each branch's
+    /// one-hot.
+    #[test]
+    fn mate_slots_are_padded_and_masked() {
+        let spec = ActionSpec { continuous_size: 1, discrete_branches: vec![3] };
+        let with_action = |obs: f32, c: f32, d: i32| GroupmateStatus { obs: vec![vec![obs; 3]], continuous: vec![c], discrete: vec![d], reward: 0.0, done: false };
+        let rows: Vec<Vec<GroupmateStatus>> = vec![vec![with_action(1.0, 0.5, 2), with_action(2.0, -0.5, 0)], vec![with_action(3.0, 0.25, 1)], vec![]];
+        let mates: Vec<&[GroupmateStatus]> = rows.iter().map(Vec::as_slice).collect();
+        let own = vec![Tensor::zeros([3, 3], (Kind::Float, Device::Cpu))];
+        let g = group_observations(own, &mates, &[3], &spec);
+        let values = |t: &Tensor| Vec::<f32>::try_from(t.flatten(0, -1)).unwrap();
+        assert_eq!(values(&g.absent), vec![0.0, 0.0, 0.0, 1.0, 1.0, 1.0]);
+        assert_eq!(values(&g.mates[0][0]), vec![1.0, 1.0, 1.0, 3.0, 3.0, 3.0, 0.0, 0.0, 0.0]);
+        // An absent mate's discrete action is 0, one-hot [1, 0, 0] as in 0.28 (masked anyway).
+        assert_eq!(values(&g.mate_actions[0]), vec![0.5, 0.0, 0.0, 1.0, 0.25, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0]);
+        assert_eq!(values(&g.mate_actions[1]), vec![-0.5, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0]);
+    }
+
+    /// An absent slot changes nothing: a row padded with absent mates has the value and the
+    /// baseline of the same row without the slots. The agent count is 2·n / max − 1 with the
+    /// running maximum updated first (upstream `test_multinetworkbody_num_agents`), so a lone
+    /// agent's value moves once the critic has seen a pair.
+    #[test]
+    fn absent_mates_change_nothing_and_the_count_follows_the_maximum() {
+        tch::manual_seed(7);
+        let d = description(ActionSpec::discrete(&[2]));
+        let vs = nn::VarStore::new(Device::Cpu);
+        let critic = MultiAgentCritic::new(&(vs.root() / "critic"), &d, &["extrinsic"]);
+        let own = || vec![Tensor::from_slice(&[0.3f32, -0.2, 0.9]).reshape([1, 3])];
+        let alone = group_observations(own(), &[&[]], &[3], &d.action_spec);
+        let (v1, b1) = critic.values_and_baselines(&alone);
+        assert_eq!(critic.max_agents(), 1.0);
+        // The same agent in a batch whose other row has a mate: its slot is absent.
+        let pair = [mate(0.7, 1, 0.0, false)];
+        let own_two = vec![Tensor::cat(&[own()[0].shallow_clone(), own()[0].shallow_clone()], 0)];
+        let padded = group_observations(own_two, &[&[], &pair], &[3], &d.action_spec);
+        let (v2, b2) = critic.values_and_baselines(&padded);
+        assert_eq!(critic.max_agents(), 2.0, "a row of two agents raised the maximum");
+        let first = |t: &Tensor| t.get(0).double_value(&[0]);
+        // The lone agent's count feature went from 2·1/1 − 1 = 1 to 2·1/2 − 1 = 0: recompute
+        // it alone now, and compare that with its padded row.
+        let (v1_now, b1_now) = critic.values_and_baselines(&alone);
+        assert!((first(&v2) - first(&v1_now)).abs() < 1e-6 && (first(&b2) - first(&b1_now)).abs() < 1e-6);
+        assert!((first(&v1) - first(&v1_now)).abs() > 0.0 && (first(&b1) - first(&b1_now)).abs() > 0.0, "the count feature moved");
+        // With a mate present, the baseline (mate with its action, self without) differs from
+        // the value (both observations only).
+        assert!((v2.get(1).double_value(&[0]) - b2.get(1).double_value(&[0])).abs() > 1e-6);
+    }
+
+    /// A trajectory's estimates: one value per step and the bootstrap from the agent's and
+    /// its mates' latest observations, one baseline per step.
+    #[test]
+    fn trajectory_estimates_cover_every_step_and_the_bootstrap() {
+        tch::manual_seed(8);
+        let d = description(ActionSpec::discrete(&[2]));
+        let vs = nn::VarStore::new(Device::Cpu);
+        let critic = MultiAgentCritic::new(&(vs.root() / "critic"), &d, &["extrinsic", "curiosity"]);
+        let t = trajectory(vec![mate(0.2, 1, 0.0, false)], true, false);
+        let observations = crate::train::algorithm::trajectory_observations(&t, &[3]);
+        let (values, baselines) = trajectory_estimates(&critic, &t, &observations, &[3], &d.action_spec);
+        assert_eq!((values.len(), baselines.len()), (3 * 2, 2 * 2));
+        let next = vec![Tensor::from_slice(&[0.25f32; 3]).reshape([1, 3])];
+        let bootstrap = critic.values(&group_observations(next, &[&t.steps[1].group_status], &[3], &d.action_spec));
+        assert_eq!(values[4..].to_vec(), Vec::<f32>::try_from(bootstrap.flatten(0, -1)).unwrap());
+    }
+}
