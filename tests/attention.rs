@@ -110,3 +110,61 @@ fn padding_entities_do_not_reach_the_encoding() {
     let difference = (pooled.get(0) - pooled.get(1)).abs().max().double_value(&[]);
     assert!(difference < 1e-6, "{difference}");
 }
+
+/// A policy with entity observations (0.28's actor with a BufferSensor beside a vector): its
+/// variables are the ones the policy description lists for export, names and shapes, with the
+/// attention's pooled 128 after the vector in the body's input; the actor runs on a batch.
+#[test]
+fn a_policy_with_entity_observations_has_the_described_variables() {
+    use mlagents::policy::{PolicyDescription, POLICY_FORMAT_VERSION};
+    use mlagents::train::networks::Actor;
+    let d = PolicyDescription {
+        format_version: POLICY_FORMAT_VERSION,
+        observation_shapes: vec![vec![4], vec![10, 5]],
+        action_spec: mlagents::spec::ActionSpec::discrete(&[2]),
+        hidden_units: 16,
+        num_layers: 2,
+        normalize: true,
+        memory_size: 0,
+        vis_encode_type: mlagents::policy::EncoderType::Simple,
+        goal_observations: vec![],
+        continuous_head: mlagents::policy::ContinuousHead::default(),
+    };
+    d.check_observations().unwrap();
+    assert_eq!(d.encoding_width(), 4 + 128);
+    let store = nn::VarStore::new(Device::Cpu);
+    let actor = Actor::new(&store.root(), &d);
+    let ours: BTreeMap<String, Vec<usize>> = store.variables().iter().map(|(name, t)| (name.clone(), t.size().iter().map(|d| *d as usize).collect())).collect();
+    let described: BTreeMap<String, Vec<usize>> = d.weight_shapes().into_iter().collect();
+    assert_eq!(ours, described);
+    assert!(ours.contains_key("network_body.observation_encoder.processors.1.self_ent_encoder.seq_layers.0.weight"));
+    assert_eq!(ours["network_body._body_endoder.seq_layers.0.weight"], vec![16, 4 + 128]);
+    let observations = [Tensor::ones([3, 4], (Kind::Float, Device::Cpu)), Tensor::ones([3, 50], (Kind::Float, Device::Cpu))];
+    let out = tch::no_grad(|| actor.forward(&observations, None, None, None, true));
+    assert_eq!(out.discrete.size(), vec![3, 1]);
+}
+
+/// Until their attention graph is written, the exporters refuse entity policies by name.
+#[test]
+fn entity_policies_are_refused_by_the_exporters_for_now() {
+    use mlagents::policy::{PolicyDescription, Weights, POLICY_FORMAT_VERSION};
+    let d = PolicyDescription {
+        format_version: POLICY_FORMAT_VERSION,
+        observation_shapes: vec![vec![10, 5]],
+        action_spec: mlagents::spec::ActionSpec::discrete(&[2]),
+        hidden_units: 16,
+        num_layers: 1,
+        normalize: false,
+        memory_size: 0,
+        vis_encode_type: mlagents::policy::EncoderType::Simple,
+        goal_observations: vec![],
+        continuous_head: mlagents::policy::ContinuousHead::default(),
+    };
+    let weights = Weights::random(&d, 1);
+    d.check(&weights).unwrap();
+    let onnx = mlagents::onnx::export::to_onnx(&d, &weights).unwrap_err().to_string();
+    let nn = mlagents::barracuda::export::to_nn(&d, &weights).map(|_| ()).unwrap_err().to_string();
+    for e in [onnx, nn] {
+        assert!(e.contains("observation 0 is an entity buffer [10, 5]") && e.contains("not exported"), "{e}");
+    }
+}

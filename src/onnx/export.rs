@@ -336,6 +336,7 @@ pub fn to_onnx(description: &PolicyDescription, weights: &Weights) -> Result<Mod
 /// Builds the ONNX model of a policy with the chosen interface.
 pub fn to_onnx_api(description: &PolicyDescription, weights: &Weights, api: OnnxApi) -> Result<ModelProto, PolicyError> {
     description.check(weights)?;
+    description.check_no_entities("ONNX")?;
     let mut g = GraphBuilder::default();
     let actions = &description.action_spec;
     if api == OnnxApi::V2 {

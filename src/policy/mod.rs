@@ -18,6 +18,9 @@ use std::collections::BTreeMap;
 
 /// Version of the `policy.json` layout.
 pub const POLICY_FORMAT_VERSION: u32 = 1;
+/// The width of 0.28's entity embeddings and of the pooled attention encoding (its fixed
+/// `ATTENTION_EMBEDDING_SIZE`).
+pub const ENTITY_EMBEDDING_SIZE: usize = 128;
 /// ML-Agents' clip on normalised observations.
 pub const NORMALIZATION_CLIP: f32 = 5.0;
 
@@ -25,9 +28,11 @@ pub const NORMALIZATION_CLIP: f32 = 5.0;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PolicyDescription {
     pub format_version: u32,
-    /// Observation shapes in sensor order: rank 1 (vector, optionally normalised) or rank 3
-    /// `[height, width, channels]` (Unity's layout; encoded by the `vis_encode_type` encoder
-    /// into `hidden_units` features).
+    /// Observation shapes in sensor order: rank 1 (vector, optionally normalised), rank 2
+    /// `[max entities, entity size]` (a BufferSensor's variable-length entities, read by 0.28's
+    /// entity attention into 128 features shared by all of them) or rank 3 `[height, width,
+    /// channels]` (Unity's layout; encoded by the `vis_encode_type` encoder into
+    /// `hidden_units` features).
     pub observation_shapes: Vec<Vec<usize>>,
     /// ML-Agents' `vis_encode_type`: the encoder of every image (left out of `policy.json`
     /// when `simple`, the default).
@@ -143,6 +148,19 @@ pub mod names {
     pub fn visual_encoder(obs: usize) -> String {
         format!("network_body.observation_encoder.processors.{obs}")
     }
+    /// An entity observation's embedding (Linear + Swish of `[self, entity]`).
+    pub fn entity_embedding_weight(obs: usize) -> String {
+        format!("network_body.observation_encoder.processors.{obs}.self_ent_encoder.seq_layers.0.weight")
+    }
+    pub fn entity_embedding_bias(obs: usize) -> String {
+        format!("network_body.observation_encoder.processors.{obs}.self_ent_encoder.seq_layers.0.bias")
+    }
+    /// The self encoder of the entity attention (Linear + Swish of the other encodings).
+    pub const X_SELF_WEIGHT: &str = "network_body.observation_encoder.x_self_encoder.seq_layers.0.weight";
+    pub const X_SELF_BIAS: &str = "network_body.observation_encoder.x_self_encoder.seq_layers.0.bias";
+    /// The residual self-attention shared by the entity observations, and its layers.
+    pub const ATTENTION: &str = "network_body.observation_encoder.rsa";
+    pub const ATTENTION_LAYERS: [&str; 4] = ["fc_q", "fc_k", "fc_v", "fc_out"];
     /// The LSTM of a recurrent body (torch's `nn.LSTM`, gate order i, f, g, o).
     pub const LSTM_WEIGHT_IH: &str = "network_body.lstm.lstm.weight_ih_l0";
     pub const LSTM_WEIGHT_HH: &str = "network_body.lstm.lstm.weight_hh_l0";
@@ -210,14 +228,29 @@ impl PolicyDescription {
         if self.is_recurrent() { self.memory_size / 2 } else { self.hidden_units }
     }
 
-    /// Width of each observation's encoding (an image's encoder gives `hidden_units`).
+    /// Width of each observation's own encoding (an image's encoder gives `hidden_units`;
+    /// entity observations none: they share the attention's pooled 128 after the others).
     pub fn encoding_widths(&self) -> Vec<usize> {
-        self.observation_shapes.iter().map(|s| if s.len() == 3 { self.hidden_units } else { s.iter().product::<usize>() }).collect()
+        self.observation_shapes
+            .iter()
+            .map(|s| match s.len() {
+                3 => self.hidden_units,
+                2 => 0,
+                _ => s.iter().product::<usize>(),
+            })
+            .collect()
     }
 
-    /// Width of the concatenated observation encodings.
+    /// Width of the observation encoder's output: the observations' own encodings side by
+    /// side, then the entity attention's pooled encoding when there are entity observations.
     pub fn encoding_width(&self) -> usize {
-        self.encoding_widths().iter().sum()
+        let attention = if self.entity_observations().is_empty() { 0 } else { ENTITY_EMBEDDING_SIZE };
+        self.encoding_widths().iter().sum::<usize>() + attention
+    }
+
+    /// The entity observations: each one's index and `[max entities, entity size]`.
+    pub fn entity_observations(&self) -> Vec<(usize, [usize; 2])> {
+        self.observation_shapes.iter().enumerate().filter(|(_, s)| s.len() == 2).map(|(i, s)| (i, [s[0], s[1]])).collect()
     }
 
     /// The hypernetwork-conditioned body reading the encodings and `action_inputs` more
@@ -253,13 +286,14 @@ impl PolicyDescription {
             if let Some(encoder) = self.visual_encoder(i) {
                 let module = names::visual_encoder(i);
                 shapes.extend(encoder.weight_shapes(self.hidden_units).into_iter().map(|(name, shape)| (format!("{module}.{name}"), shape)));
-            } else if self.normalize {
+            } else if self.normalize && s.len() == 1 {
                 let n = s.iter().product();
                 shapes.push((names::running_mean(i), vec![n]));
                 shapes.push((names::running_variance(i), vec![n]));
                 shapes.push((names::normalization_steps(i), vec![1]));
             }
         }
+        shapes.extend(self.attention_weight_shapes());
         let mut width = self.encoding_width();
         match self.conditional_body(0) {
             Some(body) => shapes.extend(body.weight_shapes()),
@@ -301,6 +335,33 @@ impl PolicyDescription {
         shapes
     }
 
+    /// The entity attention's weights (none without entity observations): each entity
+    /// observation's embedding of `[self, entity]` (the self part only when other observations
+    /// give one), the self encoder, the shared attention.
+    fn attention_weight_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        let entities = self.entity_observations();
+        if entities.is_empty() {
+            return vec![];
+        }
+        let e = ENTITY_EMBEDDING_SIZE;
+        let self_size: usize = self.encoding_widths().iter().sum();
+        let embedded_self = if self_size > 0 { e } else { 0 };
+        let mut shapes = vec![];
+        for (i, [_, size]) in entities {
+            shapes.push((names::entity_embedding_weight(i), vec![e, embedded_self + size]));
+            shapes.push((names::entity_embedding_bias(i), vec![e]));
+        }
+        if self_size > 0 {
+            shapes.push((names::X_SELF_WEIGHT.into(), vec![e, self_size]));
+            shapes.push((names::X_SELF_BIAS.into(), vec![e]));
+        }
+        for layer in names::ATTENTION_LAYERS {
+            shapes.push((format!("{}.{layer}.weight", names::ATTENTION), vec![e, e]));
+            shapes.push((format!("{}.{layer}.bias", names::ATTENTION), vec![e]));
+        }
+        shapes
+    }
+
     /// The encoder of observation `obs` when it is an image its `vis_encode_type` takes.
     pub fn visual_encoder(&self, obs: usize) -> Option<VisualEncoder> {
         self.observation_shapes.get(obs).filter(|s| s.len() == 3).and_then(|s| VisualEncoder::new(self.vis_encode_type, s).ok())
@@ -322,10 +383,20 @@ impl PolicyDescription {
                 3 => {
                     VisualEncoder::new(self.vis_encode_type, s).map_err(|e| PolicyError::Unsupported(format!("observation shape {s:?}: {e}")))?;
                 }
-                _ => return Err(PolicyError::Unsupported(format!("observation shape {s:?}: only vectors and images [height, width, channels] are supported"))),
+                2 if s.iter().all(|d| *d > 0) => {}
+                _ => return Err(PolicyError::Unsupported(format!("observation shape {s:?}: only vectors, entity buffers [max entities, entity size] and images [height, width, channels] are supported"))),
             }
         }
         Ok(())
+    }
+
+    /// Refuses a policy with entity observations for an export `format` (their attention
+    /// graph is not written yet; `.nn` will refuse them for good, poca.md §4.7).
+    pub fn check_no_entities(&self, format: &str) -> Result<(), PolicyError> {
+        match self.entity_observations().first() {
+            Some((i, shape)) => Err(PolicyError::Unsupported(format!("observation {i} is an entity buffer {shape:?} (a BufferSensor): its attention is not exported to {format} yet"))),
+            None => Ok(()),
+        }
     }
 
     /// Checks that the description is exportable and the weights fit it.
@@ -424,6 +495,9 @@ fn linear(x: &[f32], rows: usize, w: &WeightTensor, b: &WeightTensor) -> Vec<f32
 /// The observation encodings of `n` rows side by side (`[n, encoding_width]`): images
 /// through their encoder, vectors normalised when the policy normalises.
 fn encode_observations(description: &PolicyDescription, weights: &Weights, observations: &[Vec<f32>], n: usize) -> Result<Vec<f32>, PolicyError> {
+    if !description.entity_observations().is_empty() {
+        return Err(PolicyError::Unsupported("the reference forward pass has no entity attention (the exports are checked against the training network)".into()));
+    }
     let sizes = description.observation_sizes();
     let width = description.encoding_width();
     let mut encoding = vec![0.0; n * width];

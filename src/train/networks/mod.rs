@@ -137,6 +137,8 @@ enum Processor {
     /// A vector, optionally normalised.
     Vector(Option<Normalizer>),
     Visual(VisualEncoder),
+    /// An entity buffer: read by the encoder's attention, no encoding of its own.
+    Entity,
 }
 
 /// ML-Agents' one-layer LSTM (`network_body.lstm.lstm`, torch gate order i, f, g, o) of
@@ -302,8 +304,9 @@ impl Body {
     }
 
     fn mlp(&self, observations: &[Tensor], action: Option<&Tensor>) -> Tensor {
-        let mut encoded = self.encoder.encodings(observations);
-        let goal = self.hyper.as_ref().map(|(_, goals)| Tensor::cat(&goals.iter().map(|g| encoded[*g].shallow_clone()).collect::<Vec<_>>(), 1));
+        let encodings = self.encoder.encodings(observations);
+        let goal = self.hyper.as_ref().map(|(_, goals)| Tensor::cat(&goals.iter().map(|g| encodings[*g].shallow_clone()).collect::<Vec<_>>(), 1));
+        let mut encoded = vec![self.encoder.assemble(encodings, observations)];
         encoded.extend(action.map(Tensor::shallow_clone));
         let mut h = Tensor::cat(&encoded, 1);
         for layer in &self.layers {
@@ -328,9 +331,11 @@ impl Body {
 }
 
 /// 0.28's `ObservationEncoder`: one processor per observation (a vector's optional
-/// normaliser, an image's encoder) under `observation_encoder.processors.{i}`.
+/// normaliser, an image's encoder) under `observation_encoder.processors.{i}`, and the entity
+/// attention over the entity observations ([`attention`]) when there are any.
 pub struct ObservationEncoder {
     processors: Vec<Processor>,
+    attention: Option<attention::EntityAttention>,
 }
 
 impl ObservationEncoder {
@@ -342,20 +347,25 @@ impl ObservationEncoder {
             .observation_shapes
             .iter()
             .enumerate()
-            .map(|(i, s)| match d.visual_encoder(i) {
-                Some(shape) => Processor::Visual(VisualEncoder::new(&encoder / i, shape, d.hidden_units as i64)),
-                None => Processor::Vector(d.normalize.then(|| Normalizer::new(&encoder / i / "normalizer", s[0] as i64))),
+            .map(|(i, s)| match (d.visual_encoder(i), s.len()) {
+                (Some(shape), _) => Processor::Visual(VisualEncoder::new(&encoder / i, shape, d.hidden_units as i64)),
+                (None, 2) => Processor::Entity,
+                (None, _) => Processor::Vector(d.normalize.then(|| Normalizer::new(&encoder / i / "normalizer", s[0] as i64))),
             })
             .collect();
-        Self { processors }
+        let entities: Vec<(usize, [i64; 2])> = d.entity_observations().into_iter().map(|(i, [n, e])| (i, [n as i64, e as i64])).collect();
+        let self_size: usize = d.encoding_widths().iter().sum();
+        let attention = (!entities.is_empty()).then(|| attention::EntityAttention::new(p, self_size as i64, &entities));
+        Self { processors, attention }
     }
 
-    /// Each observation's encoding (normalised vectors, image features), side by side
-    /// `[rows, d.encoding_width()]`.
+    /// The encoder's output `[rows, d.encoding_width()]`: each observation's encoding
+    /// (normalised vectors, image features) side by side, then the entity attention's.
     pub fn encode(&self, observations: &[Tensor]) -> Tensor {
-        Tensor::cat(&self.encodings(observations), 1)
+        self.assemble(self.encodings(observations), observations)
     }
 
+    /// Each observation's own encoding, in order (an entity observation's is empty).
     fn encodings(&self, observations: &[Tensor]) -> Vec<Tensor> {
         observations
             .iter()
@@ -364,8 +374,24 @@ impl ObservationEncoder {
                 Processor::Vector(None) => x.shallow_clone(),
                 Processor::Vector(Some(n)) => n.forward(x),
                 Processor::Visual(v) => v.forward(x),
+                Processor::Entity => x.narrow(1, 0, 0),
             })
             .collect()
+    }
+
+    /// The encoder's output from the observations' own `encodings`: side by side, then the
+    /// entity attention's pooled encoding of the entity observations beside them.
+    fn assemble(&self, encodings: Vec<Tensor>, observations: &[Tensor]) -> Tensor {
+        let encoded_self = Tensor::cat(&encodings, 1);
+        let Some(attention) = &self.attention else { return encoded_self };
+        let entities: Vec<Tensor> = observations.iter().zip(&self.processors).filter(|(_, p)| matches!(p, Processor::Entity)).map(|(x, _)| x.shallow_clone()).collect();
+        let has_self = encoded_self.size()[1] > 0;
+        let pooled = attention.forward(has_self.then_some(&encoded_self), &entities);
+        if has_self {
+            Tensor::cat(&[encoded_self, pooled], 1)
+        } else {
+            pooled
+        }
     }
 
     /// Takes `other`'s normalisers (count, mean, variance).
