@@ -92,7 +92,7 @@ impl Context<'_> {
     pub(super) fn resolve(&self, name: &str, s: &RawTrainerSettings, base: Option<&RawTrainerSettings>) -> Result<TrainerSettings, ConfigError> {
         let empty = RawTrainerSettings::default();
         let b = base.unwrap_or(&empty);
-        let trainer_type = self.supported_features(name, s, b)?;
+        let trainer_type = self.trainer_type(name, s, b)?;
         let hyperparameters = self.hyperparameters(name, &trainer_type, s.hyperparameters.as_ref(), b.hyperparameters.as_ref())?;
         if hyperparameters.shared_critic {
             return Err(self.unsupported(&format!("shared_critic of {name}"), "shared_critic", name, "separate actor and critic only"));
@@ -150,7 +150,7 @@ impl Context<'_> {
     }
 
     /// The trainer type; one ML-Agents does not know is out of range.
-    pub(super) fn supported_features(&self, name: &str, s: &RawTrainerSettings, b: &RawTrainerSettings) -> Result<String, ConfigError> {
+    pub(super) fn trainer_type(&self, name: &str, s: &RawTrainerSettings, b: &RawTrainerSettings) -> Result<String, ConfigError> {
         let trainer_type = s.trainer_type.clone().or_else(|| b.trainer_type.clone()).unwrap_or_else(|| "ppo".into());
         if !KNOWN_TRAINER_TYPES.contains(&trainer_type.as_str()) {
             return Err(ConfigError::OutOfRange {

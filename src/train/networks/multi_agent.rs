@@ -29,7 +29,7 @@ pub struct GroupObservations {
     /// slot is empty).
     pub mates: Vec<Vec<Tensor>>,
     /// Each mate slot's action `[B, A]` as [`flat_actions`] lays it out (zeros where the slot
-    /// is empty); may be left empty when only values are asked for.
+    /// is empty): one per slot of `mates`.
     pub mate_actions: Vec<Tensor>,
     /// `[B, slots]`: 1 where a slot holds no mate.
     pub absent: Tensor,
@@ -119,23 +119,23 @@ impl MultiAgentCritic {
         (encoded.narrow(1, 0, 1), encoded.narrow(1, 1, agents - 1))
     }
 
+    /// The agent first, then its mates, observations only.
     fn values_of(&self, own: &Tensor, mates: &Tensor, absent: &Tensor) -> Tensor {
         let entities = self.obs_encoder.forward(&Tensor::cat(&[own, mates], 1)).silu();
         let mask = Tensor::cat(&[own.select(2, 0).zeros_like(), absent.shallow_clone()], 1);
         self.pooled_values(&entities, &mask)
     }
 
+    /// The mates with their actions first, then the agent without its own (0.28's order).
     fn baselines_of(&self, own: &Tensor, mates: &Tensor, mate_actions: &[Tensor], absent: &Tensor) -> Tensor {
         let own_entity = self.obs_encoder.forward(own).silu();
-        let entities = if mate_actions.is_empty() {
-            own_entity
-        } else {
-            let actions = Tensor::stack(mate_actions, 1);
-            let with_actions = self.obs_action_encoder.forward(&Tensor::cat(&[mates.shallow_clone(), actions], 2)).silu();
-            Tensor::cat(&[with_actions, own_entity], 1)
-        };
-        let mask = if mate_actions.is_empty() { own.select(2, 0).zeros_like() } else { Tensor::cat(&[absent.shallow_clone(), own.select(2, 0).zeros_like()], 1) };
-        self.pooled_values(&entities, &mask)
+        let own_present = own.select(2, 0).zeros_like();
+        if mate_actions.is_empty() {
+            return self.pooled_values(&own_entity, &own_present);
+        }
+        let actions = Tensor::stack(mate_actions, 1);
+        let with_actions = self.obs_action_encoder.forward(&Tensor::cat(&[mates.shallow_clone(), actions], 2)).silu();
+        self.pooled_values(&Tensor::cat(&[with_actions, own_entity], 1), &Tensor::cat(&[absent.shallow_clone(), own_present], 1))
     }
 
     /// The heads' values from the agents' embeddings `[B, n, h]` and their mask `[B, n]` (1 =
