@@ -1,10 +1,12 @@
 //! Writes ONNX exports of small random-weight policies (continuous with normalisation,
-//! multi-branch discrete, hybrid, recurrent ones, one per visual encoder, and goal-conditioned ones) into a folder, for the peer checks against onnx.checker and
-//! onnxruntime (tests/peer/peer_export.py). `cargo run --example export_random -- DIR`
+//! multi-branch discrete, hybrid, recurrent ones, one per visual encoder, goal-conditioned
+//! ones, and entity (BufferSensor) ones in both entity layouts) into a folder, for the peer
+//! checks against onnx.checker and onnxruntime (tests/peer/peer_export.py).
+//! `cargo run --example export_random -- DIR`
 
-use mlagents::onnx::export::to_onnx_bytes;
+use mlagents::onnx::export::{to_onnx_bytes_with, OnnxOptions};
 use mlagents::policy::{EncoderType, PolicyDescription, Weights, POLICY_FORMAT_VERSION};
-use mlagents::spec::ActionSpec;
+use mlagents::spec::{ActionSpec, EntityLayout};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::path::PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "exports".into()));
@@ -25,6 +27,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Observation 1 is a goal signal conditioning the body (0.28's hypernetwork).
         ("goal_conditioned", ActionSpec::discrete(&[3]), vec![vec![20, 20, 3], vec![2], vec![4]], true, 0, simple),
         ("goal_conditioned_recurrent", ActionSpec::continuous(2), vec![vec![3], vec![2]], false, 8, simple),
+        // Entity observations [max entities, entity size]; `_natural` files are for Sentis.
+        ("entities", ActionSpec::discrete(&[2]), vec![vec![10, 5]], false, 0, simple),
+        ("entities_natural", ActionSpec::discrete(&[2]), vec![vec![10, 5]], false, 0, simple),
+        ("entities_with_vector", ActionSpec::hybrid(2, &[3]), vec![vec![3], vec![6, 4], vec![2, 3]], true, 0, simple),
+        ("entities_with_vector_natural", ActionSpec::hybrid(2, &[3]), vec![vec![3], vec![6, 4], vec![2, 3]], true, 0, simple),
+        ("entities_recurrent", ActionSpec::continuous(2), vec![vec![4, 3], vec![2]], false, 8, simple),
     ];
     for (k, (name, actions, observation_shapes, normalize, memory_size, vis_encode_type)) in cases.into_iter().enumerate() {
         let goal_observations = if name.starts_with("goal_conditioned") { vec![1] } else { vec![] };
@@ -41,7 +49,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             continuous_head: mlagents::policy::ContinuousHead::default(),
         };
         let weights = Weights::random(&description, k as u64);
-        std::fs::write(dir.join(format!("{name}.onnx")), to_onnx_bytes(&description, &weights)?)?;
+        let entity_layout = if name.ends_with("_natural") { EntityLayout::Natural } else { EntityLayout::Barracuda };
+        let options = OnnxOptions { entity_layout, ..Default::default() };
+        std::fs::write(dir.join(format!("{name}.onnx")), to_onnx_bytes_with(&description, &weights, options)?)?;
     }
     Ok(())
 }

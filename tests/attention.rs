@@ -8,42 +8,12 @@
 
 mod common;
 
-use common::reference_weight;
+use common::{attention_reference as reference, attention_observation as observation, reference_weight, usizes};
 use mlagents::train::networks::attention::{zero_entities_mask, EntityAttention};
-use serde_json::Value;
 use std::collections::BTreeMap;
 use tch::{nn, Device, Kind, Tensor};
 
 const ROWS: usize = 3;
-
-fn reference() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/attention/reference.json");
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn usizes(v: &Value) -> Vec<usize> {
-    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as usize).collect()
-}
-
-/// The script's `observation`: value k of row r of observation i is ((37k + 11r + 5i) mod 101)
-/// / 50 − 1; an entity buffer keeps every entity in row 0, 0.02s in entity 0 and entity 1 in
-/// row 1, nothing in row 2.
-fn observation(index: usize, shape: &[usize], row: usize) -> Vec<f32> {
-    let size: usize = shape.iter().product();
-    let values: Vec<f32> = (0..size).map(|k| ((((k * 37 + row * 11 + index * 5) % 101) as f64) / 50.0 - 1.0) as f32).collect();
-    if shape.len() == 1 || row == 0 {
-        return values;
-    }
-    let entity = shape[1];
-    (0..size)
-        .map(|k| match (row, k / entity) {
-            (1, 0) => 0.02,
-            (1, 1) => values[k],
-            _ => 0.0,
-        })
-        .collect()
-}
-
 #[test]
 fn the_entity_encoder_computes_what_0_28s_does() {
     for case in reference()["cases"].as_array().unwrap() {
@@ -144,27 +114,3 @@ fn a_policy_with_entity_observations_has_the_described_variables() {
     assert_eq!(out.discrete.size(), vec![3, 1]);
 }
 
-/// Until their attention graph is written, the exporters refuse entity policies by name.
-#[test]
-fn entity_policies_are_refused_by_the_exporters_for_now() {
-    use mlagents::policy::{PolicyDescription, Weights, POLICY_FORMAT_VERSION};
-    let d = PolicyDescription {
-        format_version: POLICY_FORMAT_VERSION,
-        observation_shapes: vec![vec![10, 5]],
-        action_spec: mlagents::spec::ActionSpec::discrete(&[2]),
-        hidden_units: 16,
-        num_layers: 1,
-        normalize: false,
-        memory_size: 0,
-        vis_encode_type: mlagents::policy::EncoderType::Simple,
-        goal_observations: vec![],
-        continuous_head: mlagents::policy::ContinuousHead::default(),
-    };
-    let weights = Weights::random(&d, 1);
-    d.check(&weights).unwrap();
-    let onnx = mlagents::onnx::export::to_onnx(&d, &weights).unwrap_err().to_string();
-    let nn = mlagents::barracuda::export::to_nn(&d, &weights).map(|_| ()).unwrap_err().to_string();
-    for e in [onnx, nn] {
-        assert!(e.contains("observation 0 is an entity buffer [10, 5]") && e.contains("not exported"), "{e}");
-    }
-}

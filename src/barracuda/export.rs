@@ -177,7 +177,7 @@ fn leaky_relu(b: &mut NnBuilder, name: &str, input: &str) -> String {
 /// (normalised), the observation encodings, the Swish body, the action head.
 pub fn to_nn(description: &PolicyDescription, weights: &Weights) -> Result<NnModel, PolicyError> {
     description.check(weights)?;
-    description.check_no_entities(".nn")?;
+    description.check_no_entities_for_nn()?;
     let actions = &description.action_spec;
     if actions.is_hybrid() {
         return Err(PolicyError::Unsupported("the .nn interface (model API 2) has no hybrid actions; export ONNX".into()));

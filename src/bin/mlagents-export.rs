@@ -1,5 +1,5 @@
 //! `mlagents-export RUN_ID [--results-dir DIR] [--behavior NAME] [--checkpoint STEP]
-//! [--onnx-api 3|2]`: turns a run's checkpoints into `<Behavior>.onnx`, `<Behavior>.nn` and
+//! [--onnx-api 3|2] [--target PACKAGE@VERSION]`: turns a run's checkpoints into `<Behavior>.onnx`, `<Behavior>.nn` and
 //! `<Behavior>.parity.json` in the run folder, without libtorch. Checkpoints are verified
 //! (sha256) before anything is written; the latest usable one is taken unless `--checkpoint`
 //! names a step.
@@ -34,6 +34,12 @@ struct Cli {
     /// ML-Agents model API of the ONNX file: 3 (com.unity.ml-agents 2.x) or 2 (1.x).
     #[arg(long, default_value_t = 3)]
     onnx_api: u32,
+    /// The Unity package the export is for (ml-agents@2.0.1, ml-agents@3.0.0, sentis@2.1.0, …):
+    /// sets how entity (BufferSensor) observations are laid out, Barracuda's transposed view
+    /// for ml-agents 2.x and earlier (ML-Agents 0.28's exports, the default) or as they are for
+    /// Sentis-era packages. Recorded in the ONNX file.
+    #[arg(long)]
+    target: Option<String>,
 }
 
 #[derive(clap::Subcommand)]
@@ -101,7 +107,11 @@ fn run() -> Result<()> {
     let under_results = cli.results_dir.join(&run_id);
     let as_given = PathBuf::from(&run_id);
     let run_dir = if under_results.exists() || !as_given.is_dir() { under_results } else { as_given };
-    let exported = export_run(&run_dir, cli.behavior.as_deref(), cli.checkpoint, ExportOptions { onnx_api })?;
+    let entity_layout = match &cli.target {
+        Some(text) => mlagents::compat::targets::parse_target(text).map_err(anyhow::Error::msg)?.entity_layout(),
+        None => Default::default(),
+    };
+    let exported = export_run(&run_dir, cli.behavior.as_deref(), cli.checkpoint, ExportOptions { onnx_api, entity_layout })?;
     for e in exported {
         say(&format!("{} (step {}): {}", e.behavior, e.step, e.onnx.display()))?;
         match (&e.nn, &e.nn_skipped) {

@@ -6,6 +6,7 @@ use super::facts::ModelFacts;
 use super::targets::MlAgentsBucket;
 use super::{Finding, Severity};
 use crate::run::ModelFormat;
+use crate::spec::entity_layout::{EntityLayout, InputReader};
 use crate::spec::model::{self as names, ModelInput};
 
 fn finding(severity: Severity, message: String) -> Finding {
@@ -55,13 +56,16 @@ pub fn variable_length_layout(facts: &ModelFacts, bucket: MlAgentsBucket, out: &
         return;
     }
     for (name, dims) in facts.input_dims.iter().filter(|(n, d)| matches!(ModelInput::parse(n), Some(ModelInput::Observation(_))) && d.len() == 3) {
-        let readers: Vec<_> = facts.operations.iter().filter(|op| op.inputs.contains(name)).collect();
-        let quirk = !readers.is_empty()
-            && readers.iter().all(|op| {
-                op.op_type == "Transpose"
-                    && matches!(op.attributes.get("perm"), Some(super::facts::Attribute::Ints(p)) if p == &[0, 2, 1])
-                    && facts.operations.iter().any(|next| next.op_type == "Reshape" && op.outputs.iter().any(|o| next.inputs.first() == Some(o)))
-            });
+        let readers: Vec<InputReader> = facts
+            .operations
+            .iter()
+            .filter(|op| op.inputs.contains(name))
+            .map(|op| InputReader {
+                swaps_last_axes: op.op_type == "Transpose" && matches!(op.attributes.get("perm"), Some(super::facts::Attribute::Ints(p)) if p == &[0, 2, 1]),
+                feeds_reshape: facts.operations.iter().any(|next| next.op_type == "Reshape" && op.outputs.iter().any(|o| next.inputs.first() == Some(o))),
+            })
+            .collect();
+        let quirk = EntityLayout::read_by(&readers) == EntityLayout::Barracuda;
         let barracuda_era = bucket <= MlAgentsBucket::M5;
         if quirk != barracuda_era {
             let (what, fix) = if barracuda_era {

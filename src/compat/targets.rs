@@ -87,6 +87,14 @@ pub struct Target {
     pub engine: EngineRelease,
 }
 
+impl Target {
+    /// How Unity feeds entity (BufferSensor) observations under this target: Barracuda's
+    /// transposed view, or as they are under Sentis and Inference Engine (poca.md §4.6).
+    pub fn entity_layout(&self) -> crate::spec::EntityLayout {
+        if self.engine.bucket.is_barracuda() { crate::spec::EntityLayout::Barracuda } else { crate::spec::EntityLayout::Natural }
+    }
+}
+
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.ml_agents {

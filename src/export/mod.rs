@@ -9,7 +9,8 @@
 pub mod convert;
 
 use crate::spec::model::{self, ModelInput};
-use crate::onnx::export::{to_onnx_api_bytes, OnnxApi};
+use crate::onnx::export::{to_onnx_bytes_with, OnnxApi, OnnxOptions};
+use crate::spec::EntityLayout;
 use crate::policy::parity::{ParityRecord, PARITY_FORMAT_VERSION};
 use crate::policy::PolicyError;
 use crate::checkpoint::{self, sha256_hex, write_atomic, Checkpoint, CheckpointError};
@@ -33,6 +34,9 @@ pub enum ExportError {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ExportOptions {
     pub onnx_api: OnnxApi,
+    /// How the Unity package the export is for lays out entity observations (Barracuda, as
+    /// ML-Agents 0.28 exports, unless the target is Sentis-era).
+    pub entity_layout: EntityLayout,
 }
 
 /// What one export wrote.
@@ -81,7 +85,8 @@ pub fn export_checkpoint(checkpoint: &Checkpoint, out_dir: &Path, stem: &str, op
     let d = &checkpoint.description;
     let policy_error = |problem| ExportError::Policy { behavior: d.behavior.clone(), problem };
     let weights = checkpoint.actor_weights()?;
-    let onnx = to_onnx_api_bytes(&d.policy, &weights, options.onnx_api).map_err(policy_error)?;
+    let onnx_options = OnnxOptions { api: options.onnx_api, entity_layout: options.entity_layout };
+    let onnx = to_onnx_bytes_with(&d.policy, &weights, onnx_options).map_err(policy_error)?;
     let (nn, nn_skipped) = match crate::barracuda::export::to_nn(&d.policy, &weights) {
         Ok(model) => (Some(crate::barracuda::write(&model)), None),
         Err(PolicyError::Unsupported(why)) => (None, Some(why)),

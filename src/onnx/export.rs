@@ -4,11 +4,13 @@
 //! com.unity.ml-agents 1.x interface) on request.
 
 use crate::spec::model::{self, ModelInput};
+use super::attention::{entity_attention, EntityInput};
 use super::{attr_float, attr_int, attr_ints, value_info, GraphBuilder, FLOAT, INT64};
+use crate::spec::entity_layout::{self, EntityLayout};
 use crate::policy::visual::{Step, LEAKY_SLOPE};
 use crate::policy::{names, ConditionalBody, ContinuousHead, PolicyDescription, PolicyError, VisualEncoder, Weights, LOG_SIGMA_BOUNDS, NORMALIZATION_CLIP};
 use prost::Message;
-use tract_onnx::pb::{attribute_proto::AttributeType, AttributeProto, ModelProto, TensorProto, ValueInfoProto};
+use tract_onnx::pb::{attribute_proto::AttributeType, AttributeProto, ModelProto, StringStringEntryProto, TensorProto, ValueInfoProto};
 
 /// The opset ML-Agents exports with.
 pub const OPSET: i64 = 9;
@@ -29,7 +31,7 @@ pub(crate) fn constant_output(g: &mut GraphBuilder, name: &str, dims: &[i64], da
     g.node_into("Constant", vec![], vec![tensor_attribute(dims, data)], name);
 }
 
-fn linear(g: &mut GraphBuilder, x: String, weights: &Weights, weight: &str, bias: &str) -> Result<String, PolicyError> {
+pub(super) fn linear(g: &mut GraphBuilder, x: String, weights: &Weights, weight: &str, bias: &str) -> Result<String, PolicyError> {
     let w = weights.get(weight)?;
     let b = weights.get(bias)?;
     let w_name = g.constant(weight, &[w.shape[0] as i64, w.shape[1] as i64], w.data.clone());
@@ -50,10 +52,21 @@ pub enum OnnxApi {
     V2,
 }
 
+/// What to write: the model interface and, for entity observations, the layout of the Unity
+/// package the model is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OnnxOptions {
+    pub api: OnnxApi,
+    pub entity_layout: EntityLayout,
+}
+
 /// The observation inputs and the Swish body: returns the inputs and the body's output.
-fn body(g: &mut GraphBuilder, description: &PolicyDescription, weights: &Weights, api: OnnxApi) -> Result<(Vec<ValueInfoProto>, String), PolicyError> {
+fn body(g: &mut GraphBuilder, description: &PolicyDescription, weights: &Weights, options: OnnxOptions) -> Result<(Vec<ValueInfoProto>, String), PolicyError> {
     let mut inputs = vec![];
-    let mut encodings = vec![];
+    // Each observation's own encoding, by observation index (None: an entity observation,
+    // read by the attention after the others).
+    let mut encodings: Vec<Option<String>> = vec![];
+    let mut entities = vec![];
     let normalize = |g: &mut GraphBuilder, x: String, mean: &[f32], var: &[f32], steps: &[f32], label: &str| -> String {
         let n = mean.len() as i64;
         let mean = g.constant(&format!("{label}.running_mean"), &[n], mean.to_vec());
@@ -65,7 +78,7 @@ fn body(g: &mut GraphBuilder, description: &PolicyDescription, weights: &Weights
         let z = g.node("Div", vec![centred, std], vec![], "normalizer");
         g.node("Clip", vec![z], vec![attr_float("min", -NORMALIZATION_CLIP), attr_float("max", NORMALIZATION_CLIP)], "normalizer")
     };
-    match api {
+    match options.api {
         OnnxApi::V3 => {
             for (i, shape) in description.observation_shapes.iter().enumerate() {
                 let name = ModelInput::Observation(i).name();
@@ -73,7 +86,14 @@ fn body(g: &mut GraphBuilder, description: &PolicyDescription, weights: &Weights
                     // Images come in NCHW, as ML-Agents 0.28 exports them.
                     let dims = [-1, encoder.channels as i64, encoder.height as i64, encoder.width as i64];
                     inputs.push(value_info(&name, FLOAT, &dims));
-                    encodings.push(visual_encoder(g, name, &encoder, description.hidden_units, weights, i)?);
+                    encodings.push(Some(visual_encoder(g, name, &encoder, description.hidden_units, weights, i)?));
+                    continue;
+                }
+                if let [max_entities, entity_size] = shape[..] {
+                    // Declared [batch, K, E] whatever the layout, as 0.28 declares it.
+                    inputs.push(value_info(&name, FLOAT, &[-1, max_entities as i64, entity_size as i64]));
+                    entities.push(EntityInput { name, shape: [max_entities, entity_size], index: i });
+                    encodings.push(None);
                     continue;
                 }
                 inputs.push(value_info(&name, FLOAT, &[-1, shape[0] as i64]));
@@ -85,11 +105,14 @@ fn body(g: &mut GraphBuilder, description: &PolicyDescription, weights: &Weights
                     let label = names::running_mean(i).trim_end_matches(".running_mean").to_string();
                     x = normalize(g, x, mean, var, steps, &label);
                 }
-                encodings.push(x);
+                encodings.push(Some(x));
             }
         }
         OnnxApi::V2 if description.has_visual() => {
             return Err(PolicyError::Unsupported("visual observations are exported with model API 3 only".into()));
+        }
+        OnnxApi::V2 if !description.entity_observations().is_empty() => {
+            return Err(PolicyError::Unsupported("entity (BufferSensor) observations are exported with model API 3 only".into()));
         }
         OnnxApi::V2 => {
             // One concatenated vector input; each observation's statistics laid side by side
@@ -106,16 +129,25 @@ fn body(g: &mut GraphBuilder, description: &PolicyDescription, weights: &Weights
                 }
                 x = normalize(g, x, &mean, &var, &[1.0], model::VECTOR_OBSERVATION);
             }
-            encodings.push(x);
+            encodings.push(Some(x));
         }
     }
     let concat = |g: &mut GraphBuilder, mut parts: Vec<String>, label: &str| {
         if parts.len() == 1 { parts.remove(0) } else { g.node("Concat", parts, vec![attr_int("axis", 1)], label) }
     };
-    let goal: Vec<String> = description.goal_observations.iter().filter_map(|i| encodings.get(*i).cloned()).collect();
-    let mut h = concat(g, encodings, "encodings");
+    let goal: Vec<String> = description.goal_observations.iter().filter_map(|i| encodings.get(*i).cloned().flatten()).collect();
+    let own: Vec<String> = encodings.into_iter().flatten().collect();
+    let mut h = match (own.is_empty(), entities.is_empty()) {
+        (_, true) => concat(g, own, "encodings"),
+        (true, false) => entity_attention(g, &entities, None, weights, options.entity_layout)?,
+        (false, false) => {
+            let encoded_self = concat(g, own, "encodings");
+            let pooled = entity_attention(g, &entities, Some(encoded_self.clone()), weights, options.entity_layout)?;
+            concat(g, vec![encoded_self, pooled], "encodings")
+        }
+    };
     if let Some(body) = description.conditional_body(0) {
-        if api == OnnxApi::V2 {
+        if options.api == OnnxApi::V2 {
             return Err(PolicyError::Unsupported("goal-conditioned (hypernetwork) policies are exported with model API 3 only".into()));
         }
         let goal = concat(g, goal, "goal");
@@ -128,7 +160,7 @@ fn body(g: &mut GraphBuilder, description: &PolicyDescription, weights: &Weights
     Ok((inputs, h))
 }
 
-fn swish(g: &mut GraphBuilder, x: String) -> String {
+pub(super) fn swish(g: &mut GraphBuilder, x: String) -> String {
     let s = g.node("Sigmoid", vec![x.clone()], vec![], "swish");
     g.node("Mul", vec![x, s], vec![], "swish")
 }
@@ -335,14 +367,28 @@ pub fn to_onnx(description: &PolicyDescription, weights: &Weights) -> Result<Mod
 
 /// Builds the ONNX model of a policy with the chosen interface.
 pub fn to_onnx_api(description: &PolicyDescription, weights: &Weights, api: OnnxApi) -> Result<ModelProto, PolicyError> {
+    to_onnx_with(description, weights, OnnxOptions { api, ..Default::default() })
+}
+
+/// Builds the ONNX model of a policy as `options` say. A model with entity observations
+/// records its layout in its metadata ([`entity_layout::METADATA_KEY`]).
+pub fn to_onnx_with(description: &PolicyDescription, weights: &Weights, options: OnnxOptions) -> Result<ModelProto, PolicyError> {
+    let mut model = build_onnx(description, weights, options)?;
+    if !description.entity_observations().is_empty() {
+        let entry = StringStringEntryProto { key: entity_layout::METADATA_KEY.into(), value: options.entity_layout.name().into() };
+        model.metadata_props.push(entry);
+    }
+    Ok(model)
+}
+
+fn build_onnx(description: &PolicyDescription, weights: &Weights, options: OnnxOptions) -> Result<ModelProto, PolicyError> {
     description.check(weights)?;
-    description.check_no_entities("ONNX")?;
     let mut g = GraphBuilder::default();
     let actions = &description.action_spec;
-    if api == OnnxApi::V2 {
+    if options.api == OnnxApi::V2 {
         return to_onnx_v2(g, description, weights);
     }
-    let (mut inputs, mut h) = body(&mut g, description, weights, api)?;
+    let (mut inputs, mut h) = body(&mut g, description, weights, options)?;
     let m = description.memory_size as i64;
     if description.is_recurrent() {
         h = recurrent_section(&mut g, h, description, weights)?;
@@ -395,7 +441,7 @@ fn to_onnx_v2(mut g: GraphBuilder, description: &PolicyDescription, weights: &We
             "model API 2 with memory: com.unity.ml-agents 2.x and later refuse version-2 models that use memory; export API 3 (or the .nn for 1.x)".into(),
         ));
     }
-    let (mut inputs, h) = body(&mut g, description, weights, OnnxApi::V2)?;
+    let (mut inputs, h) = body(&mut g, description, weights, OnnxOptions { api: OnnxApi::V2, ..Default::default() })?;
     let continuous = actions.continuous_size > 0;
     let width = if continuous { actions.continuous_size } else { actions.mask_len() };
     if continuous {
@@ -435,4 +481,9 @@ pub fn to_onnx_bytes(description: &PolicyDescription, weights: &Weights) -> Resu
 /// The serialised ONNX file with the chosen interface.
 pub fn to_onnx_api_bytes(description: &PolicyDescription, weights: &Weights, api: OnnxApi) -> Result<Vec<u8>, PolicyError> {
     Ok(to_onnx_api(description, weights, api)?.encode_to_vec())
+}
+
+/// The serialised ONNX file as `options` say.
+pub fn to_onnx_bytes_with(description: &PolicyDescription, weights: &Weights, options: OnnxOptions) -> Result<Vec<u8>, PolicyError> {
+    Ok(to_onnx_with(description, weights, options)?.encode_to_vec())
 }

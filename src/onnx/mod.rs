@@ -2,6 +2,7 @@
 //! lowering ([`crate::barracuda::to_onnx`]) and the policy exporter ([`export`]), and reading
 //! a tensor's values back ([`tensor_values`]).
 
+mod attention;
 pub mod export;
 
 use tract_onnx::pb::{

@@ -390,11 +390,14 @@ impl PolicyDescription {
         Ok(())
     }
 
-    /// Refuses a policy with entity observations for an export `format` (their attention
-    /// graph is not written yet; `.nn` will refuse them for good, poca.md §4.7).
-    pub fn check_no_entities(&self, format: &str) -> Result<(), PolicyError> {
+    /// Refuses a policy with entity observations for Barracuda's `.nn`: no ML-Agents exporter
+    /// ever wrote attention to `.nn` (poca.md §4.7); such policies go to Unity as ONNX, which
+    /// com.unity.ml-agents 1.8 and later import.
+    pub fn check_no_entities_for_nn(&self) -> Result<(), PolicyError> {
         match self.entity_observations().first() {
-            Some((i, shape)) => Err(PolicyError::Unsupported(format!("observation {i} is an entity buffer {shape:?} (a BufferSensor): its attention is not exported to {format} yet"))),
+            Some((i, shape)) => Err(PolicyError::Unsupported(format!(
+                "observation {i} is an entity buffer {shape:?} (a BufferSensor): Barracuda .nn files hold no attention; use the ONNX export"
+            ))),
             None => Ok(()),
         }
     }

@@ -5,6 +5,7 @@
 
 use super::ModelFormat;
 use crate::spec::model::{self, ModelInput};
+use crate::spec::EntityLayout;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -69,6 +70,11 @@ pub struct ModelInterface {
     /// Weights and constants holding NaN or infinities, each as `name (count values)`. Such a
     /// model gives NaN actions in Unity; tract may give finite ones.
     pub non_finite_weights: Vec<String>,
+    /// How each entity (rank-3 `[batch, K, E]`) observation input expects its entities laid
+    /// out: as recorded by our exporter, else as its graph reads it (0.28's transpose in front
+    /// means Barracuda's view). Empty for models without entity inputs and for `.nn`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub entity_layouts: BTreeMap<String, EntityLayout>,
 }
 
 impl ModelInterface {

@@ -109,6 +109,7 @@ impl NnPolicy {
             memories,
             operators,
             non_finite_weights: describe_non_finite(self.non_finite_weights()),
+            entity_layouts: Default::default(),
         }
     }
 

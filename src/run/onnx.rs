@@ -8,7 +8,8 @@
 //! rewrites ([`crate::engine::rewrite_graph`]) make tract compute what the graph says, and
 //! faster; its plans ([`crate::engine::build_plan`]) are built per batch size and cached.
 
-use crate::spec::model;
+use crate::spec::entity_layout::{self, EntityLayout, InputReader};
+use crate::spec::model::{self, ModelInput};
 use super::interface::{describe_non_finite, DeclaredInput, DeclaredOutput, FileVersion, ModelInterface};
 use super::tensors::{views, TensorViews};
 use super::{ModelFormat, NamedTensors, RunError, TensorData};
@@ -373,7 +374,32 @@ impl OnnxPolicy {
             inputs,
             operators: self.file_operators.clone(),
             non_finite_weights: describe_non_finite(self.non_finite_weights()),
+            entity_layouts: self.entity_layouts(),
         })
+    }
+
+    /// The layout each rank-3 observation input expects ([`ModelInterface::entity_layouts`]).
+    fn entity_layouts(&self) -> BTreeMap<String, EntityLayout> {
+        let recorded = self.proto.metadata_props.iter().find(|p| p.key == entity_layout::METADATA_KEY).and_then(|p| EntityLayout::parse(&p.value).ok());
+        let graph = self.proto.graph.as_ref().expect("checked at load");
+        let entity_inputs = self.inputs.iter().filter(|i| i.dims.len() == 3 && matches!(ModelInput::parse(&i.name), Some(ModelInput::Observation(_))));
+        entity_inputs
+            .map(|input| {
+                let read = || {
+                    let readers: Vec<InputReader> = graph
+                        .node
+                        .iter()
+                        .filter(|n| n.input.contains(&input.name))
+                        .map(|n| InputReader {
+                            swaps_last_axes: n.op_type == "Transpose" && n.attribute.iter().any(|a| a.name == "perm" && a.ints == [0, 2, 1]),
+                            feeds_reshape: graph.node.iter().any(|next| next.op_type == "Reshape" && n.output.iter().any(|o| next.input.first() == Some(o))),
+                        })
+                        .collect();
+                    EntityLayout::read_by(&readers)
+                };
+                (input.name.clone(), recorded.unwrap_or_else(read))
+            })
+            .collect()
     }
 }
 

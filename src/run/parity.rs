@@ -55,6 +55,7 @@ pub fn record_steps(record: &ParityRecord) -> (BehaviorSpec, DecisionSteps) {
         .enumerate()
         .map(|(i, s)| match s.as_slice() {
             [h, w, c] => ObservationSpec::visual_hwc(*h, *w, *c, &ModelInput::Observation(i).name()),
+            [max, size] => ObservationSpec::entities(*max, *size, &ModelInput::Observation(i).name()),
             _ => ObservationSpec::vector(s.iter().product(), &ModelInput::Observation(i).name()),
         })
         .collect();

@@ -408,6 +408,13 @@ impl Report for InspectReport {
         }
         let memories = i.memories.iter().map(|m| format!("{} -> {} ({} values at {})", m.input, m.output, m.size, m.offset));
         out += &format!("memories:   {} (memory size {})\n", list(memories.collect()), i.memory_size);
+        for (name, layout) in &i.entity_layouts {
+            let meaning = match layout {
+                crate::spec::EntityLayout::Barracuda => "Barracuda's transposed view, as com.unity.ml-agents 2.x and earlier feed it",
+                crate::spec::EntityLayout::Natural => "as they are, as com.unity.ml-agents 3.x and later (Sentis) feed them",
+            };
+            out += &format!("entities:   {name} expects its entities laid out {layout} ({meaning}); the runner feeds them so\n");
+        }
         out += &format!("operators:  {}\n", list(i.operators.iter().map(|(op, n)| format!("{op} {n}")).collect()));
         out += &format!("non-finite weights: {}\n", list(i.non_finite_weights.clone()));
         out

@@ -76,6 +76,23 @@ impl ObservationSpec {
         }
     }
 
+    /// A variable-length observation as Unity's `BufferSensor` reports it: `[max entities,
+    /// entity size]`, dimension properties (VARIABLE_SIZE, NONE).
+    pub fn entities(max_entities: usize, entity_size: usize, name: &str) -> Self {
+        Self {
+            shape: vec![max_entities, entity_size],
+            dimension_properties: vec![DimensionProperty::VariableSize, DimensionProperty::None],
+            observation_type: ObservationType::Default,
+            name: name.into(),
+        }
+    }
+
+    /// Whether this is an entity observation as 0.28's trainers read one (poca.md §4.5): rank
+    /// 2 with dimension properties exactly (VARIABLE_SIZE, NONE).
+    pub fn is_entities(&self) -> bool {
+        self.shape.len() == 2 && self.dimension_properties == [DimensionProperty::VariableSize, DimensionProperty::None]
+    }
+
     /// Number of floats in one agent's observation.
     pub fn len(&self) -> usize {
         self.shape.iter().product()

@@ -3,12 +3,14 @@
 //! other module reads these names and numbers from here.
 
 mod behavior;
+pub mod entity_layout;
 pub mod model;
 mod version;
 
 pub use behavior::{
     ActionSpec, BehaviorName, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType,
 };
+pub use entity_layout::EntityLayout;
 pub use version::{ApiVersion, VersionError};
 
 /// The communication API version this crate speaks (mlagents_envs 0.28 / 1.1).

@@ -174,3 +174,34 @@ pub fn reference_weight(name: &str, shape: &[usize]) -> mlagents::policy::Weight
     let data = (0..n as i64).map(|i| ((((i * 7919 + s * 104_729) % 2001) - 1000) as f64 / 1000.0 / (fan_in as f64).sqrt()) as f32).collect();
     mlagents::policy::WeightTensor { shape: shape.to_vec(), data }
 }
+
+/// The cases of `tests/fixtures/attention/reference.json` (written by
+/// `tests/peer/attention_reference.py` from the real 0.28 observation encoder).
+pub fn attention_reference() -> serde_json::Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/attention/reference.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// A JSON array of sizes.
+pub fn usizes(v: &serde_json::Value) -> Vec<usize> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as usize).collect()
+}
+
+/// The attention reference script's `observation`: value k of row r of observation i is
+/// ((37k + 11r + 5i) mod 101) / 50 − 1; an entity buffer keeps every entity in row 0, 0.02s
+/// in entity 0 and entity 1 in row 1, nothing in row 2.
+pub fn attention_observation(index: usize, shape: &[usize], row: usize) -> Vec<f32> {
+    let size: usize = shape.iter().product();
+    let values: Vec<f32> = (0..size).map(|k| ((((k * 37 + row * 11 + index * 5) % 101) as f64) / 50.0 - 1.0) as f32).collect();
+    if shape.len() == 1 || row == 0 {
+        return values;
+    }
+    let entity = shape[1];
+    (0..size)
+        .map(|k| match (row, k / entity) {
+            (1, 0) => 0.02,
+            (1, 1) => values[k],
+            _ => 0.0,
+        })
+        .collect()
+}

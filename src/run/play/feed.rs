@@ -5,7 +5,7 @@
 use super::super::{ModelInterface, NamedTensors, TensorData};
 use crate::env::DecisionSteps;
 use crate::spec::model::ModelInput;
-use crate::spec::BehaviorSpec;
+use crate::spec::{BehaviorSpec, EntityLayout};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
@@ -15,6 +15,8 @@ use std::collections::HashMap;
 enum Source {
     /// Observation i as it arrives (rank 1, or HWC images), or transposed to CHW.
     Sensor { index: usize, channels_first: bool },
+    /// Entity observation i (`[K, E]`) laid out as the model expects it.
+    Entities { index: usize, layout: EntityLayout, shape: [usize; 2] },
     /// Rank-1 observations concatenated in order (`vector_observation`).
     VectorConcat,
     /// The k-th visual observation (`visual_observation_k`).
@@ -59,7 +61,10 @@ impl InputPlan {
                     if i >= spec.observation_specs.len() {
                         return Err(format!("the model reads {name}, the behavior has {} observations", spec.observation_specs.len()));
                     }
-                    Source::Sensor { index: i, channels_first: channels_first_for(i, dims, true) }
+                    match (spec.observation_specs[i].shape.as_slice(), interface.entity_layouts.get(name)) {
+                        (&[max_entities, entity_size], Some(layout)) => Source::Entities { index: i, layout: *layout, shape: [max_entities, entity_size] },
+                        _ => Source::Sensor { index: i, channels_first: channels_first_for(i, dims, true) },
+                    }
                 }
                 Some(ModelInput::VectorObservation) => Source::VectorConcat,
                 Some(ModelInput::VisualObservation(k)) => {
@@ -88,6 +93,10 @@ impl InputPlan {
         for (name, source) in &self.sources {
             let tensor = match source {
                 Source::Sensor { index, channels_first } => sensor(steps, obs[*index].shape.clone(), *index, *channels_first),
+                Source::Entities { index, layout, shape: [max_entities, entity_size] } => {
+                    let (max_entities, entity_size) = (*max_entities, *entity_size);
+                    TensorData { shape: vec![n, max_entities, entity_size], data: layout.arrange_rows(&steps.obs[*index].data, max_entities, entity_size) }
+                }
                 Source::Visual { nth, channels_first } => {
                     let index = obs.iter().enumerate().filter(|(_, o)| o.shape.len() == 3).nth(*nth).map(|(i, _)| i).expect("planned");
                     sensor(steps, obs[index].shape.clone(), index, *channels_first)

@@ -4,7 +4,7 @@
 
 use crate::comm::side_channel::StatsAggregation;
 use crate::sim::scene::{AgentDef, BehaviorDef, ObservationDef, Scene, SceneContext};
-use crate::spec::{ActionSpec, DimensionProperty, ObservationSpec, ObservationType};
+use crate::spec::{ActionSpec, ObservationSpec, ObservationType};
 use rand::Rng;
 
 /// Penalty per step.
@@ -120,13 +120,7 @@ impl Scene for SimpleScene {
             ObservationDef::floats(ObservationSpec::visual_hwc(h, w, channels, &format!("Visual_{i}")))
         }));
         if let Some([max, size]) = c.entities {
-            let spec = ObservationSpec {
-                shape: vec![max, size],
-                dimension_properties: vec![DimensionProperty::VariableSize, DimensionProperty::None],
-                observation_type: ObservationType::Default,
-                name: "BufferSensor".into(),
-            };
-            observations.insert(0, ObservationDef::floats(spec));
+            observations.insert(0, ObservationDef::floats(ObservationSpec::entities(max, size, "BufferSensor")));
         }
         c.behaviors
             .iter()

@@ -7,6 +7,7 @@
 //! [`options`] what the command line says besides the configuration.
 
 mod ghost;
+mod groups;
 mod league;
 mod options;
 mod overlap;
@@ -162,6 +163,7 @@ pub fn learn_observed(run: &RunOptions, options: &LearnOptions, observer: &mut d
         observer,
         checkpoints: BTreeMap::new(),
         configuration_pending: options.configuration_yaml.as_deref(),
+        group_behaviors: Default::default(),
     };
     let mut failure = None;
     loop {
@@ -247,6 +249,9 @@ struct Session<'a, 'o> {
     checkpoints: BTreeMap<String, Vec<u64>>,
     /// `configuration.yaml`, until it is written (after the first round of trainers).
     configuration_pending: Option<&'a str>,
+    /// The behavior each agent group was first seen under (a group split across behaviors is
+    /// warned about).
+    group_behaviors: groups::GroupBehaviors,
 }
 
 impl Session<'_, '_> {
@@ -261,6 +266,9 @@ impl Session<'_, '_> {
                 let trainer = self.trainers.get_mut(&parsed.name).expect("registered above");
                 let timers = &mut self.timers;
                 let (decisions, terminals) = env.get_steps(&name)?;
+                for warning in self.group_behaviors.observe(worker, &name, decisions.group_id.iter().chain(&terminals.group_id).copied()) {
+                    log::warn!("{warning}");
+                }
                 let source = agent_source(worker, parsed.team_id);
                 let (actions, returns) = if self.league.ghost_plays(&parsed.name, parsed.team_id) {
                     timers.time("act", || self.league.act(&parsed.name, parsed.team_id, source, &decisions, &terminals))?

@@ -129,9 +129,19 @@ fn check_observations(behavior: &str, spec: &BehaviorSpec, settings: &TrainerSet
                     }
                 }
             }
+            2 if o.is_entities() && o.observation_type == ObservationType::GoalSignal => {
+                return Err(TrainError::Unsupported(format!("behavior {behavior}: observation {:?} is a goal signal with a variable length; goal signals are vectors or images (as in ML-Agents 0.28)", o.name)));
+            }
+            2 if o.is_entities() && o.shape.iter().all(|d| *d > 0) => {}
+            2 => {
+                return Err(TrainError::Unsupported(format!(
+                    "behavior {behavior}: observation {:?} of shape {:?} has dimension properties {:?}; a rank-2 observation is trained as entities (a BufferSensor) only with (VariableSize, None), as ML-Agents 0.28 requires",
+                    o.name, o.shape, o.dimension_properties
+                )))
+            }
             _ => {
                 return Err(TrainError::Unsupported(format!(
-                    "behavior {behavior}: observation {:?} has shape {:?}; vectors and images [height, width, channels] are trained (variable-length observations are not yet)",
+                    "behavior {behavior}: observation {:?} has shape {:?}; vectors, entity buffers [max entities, entity size] and images [height, width, channels] are trained",
                     o.name, o.shape
                 )))
             }
