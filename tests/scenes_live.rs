@@ -39,6 +39,7 @@ fn expected(scene: &str) -> Vec<(&'static str, Vec<Vec<usize>>, ActionSpec, usiz
         "CoopTimeout" => vec![("1D?team=0", one, ActionSpec::discrete(&[2]), 4)],
         "CoopSacrifice" => vec![("1D?team=0", vec![vec![5]], ActionSpec::discrete(&[2]), 12)],
         "EntityGoal1D" => vec![("1D?team=0", vec![vec![10, 5]], ActionSpec::discrete(&[2]), 1)],
+        "EntityGoal1DGroup" => vec![("1D?team=0", vec![vec![10, 5]], ActionSpec::discrete(&[2]), 2)],
         "Ghost1D" => vec![
             ("1D?team=0", one.clone(), ActionSpec::discrete(&[2]), 1),
             ("1D?team=1", one, ActionSpec::discrete(&[2]), 1),
@@ -162,6 +163,7 @@ scene_tests! {
     coop_timeout_scene: "CoopTimeout", 300;
     coop_sacrifice_scene: "CoopSacrifice", 300;
     entity_goal_scene: "EntityGoal1D", 300;
+    entity_goal_group_scene: "EntityGoal1DGroup", 300;
     ghost_scene: "Ghost1D", 300;
     asymmetric_ghost_scene: "AsymmetricGhost1D", 300;
     ghost_continuous_scene: "Ghost1DContinuous", 300;

@@ -2,7 +2,8 @@
 //! a BufferSensor-like `[10, 5]` observation of 1 to 10 real entities (the rest zero padding
 //! that the attention must mask), solved by PPO through 0.28's attention encoder within
 //! upstream's `test_var_len_obs_ppo` budget (poca.md §6.1: lr 3e-4, 3000 steps, mean of the
-//! last 5 returns above 0.9, two seeds of three). The final checkpoint is exported in both
+//! last 5 returns above 0.9, two seeds of three), and by SAC within `test_var_len_obs_sac`'s
+//! (batch 16, lr 3e-4, 1000 steps). The final checkpoint is exported in both
 //! entity layouts; each file passes the parity record of the training network, fed as it says.
 #![cfg(feature = "train")]
 
@@ -16,9 +17,10 @@ use mlagents::train::config::RunOptions;
 use mlagents::train::session::{learn, LearnOptions};
 
 fn config(trainer: &str, hyperparameters: &str, max_steps: u64, seed: i64) -> RunOptions {
+    let hidden_units = if trainer == "sac" { 16 } else { 32 };
     let yaml = format!(
         "behaviors:\n  1D:\n    trainer_type: {trainer}\n    hyperparameters: {{{hyperparameters}}}\n    \
-         network_settings: {{hidden_units: 32, num_layers: 1}}\n    reward_signals: {{extrinsic: {{gamma: 0.99, strength: 1.0}}}}\n    \
+         network_settings: {{hidden_units: {hidden_units}, num_layers: 1}}\n    reward_signals: {{extrinsic: {{gamma: 0.99, strength: 1.0}}}}\n    \
          max_steps: {max_steps}\n    time_horizon: 64\n    summary_freq: 500\nenv_settings: {{base_port: 0, seed: {seed}}}\n"
     );
     RunOptions::from_yaml(&yaml, "dummy.yaml").unwrap()
@@ -27,6 +29,10 @@ fn config(trainer: &str, hyperparameters: &str, max_steps: u64, seed: i64) -> Ru
 /// Upstream's `ppo_dummy_config` with lr 3e-4 (its variable-length cases).
 const PPO: &str = "batch_size: 16, buffer_size: 64, learning_rate: 3.0e-4, learning_rate_schedule: constant, beta_schedule: linear, \
                    epsilon_schedule: linear, beta: 5.0e-3, epsilon: 0.2, lambd: 0.95, num_epoch: 3";
+
+/// Upstream's `sac_dummy_config` with batch 16 and lr 3e-4 (`test_var_len_obs_sac`).
+const SAC: &str = "learning_rate: 3.0e-4, learning_rate_schedule: constant, batch_size: 16, buffer_init_steps: 100, buffer_size: 5000, \
+                   tau: 0.01, init_entcoef: 0.01";
 
 fn last5(returns: &[f32]) -> f32 {
     let tail = &returns[returns.len().saturating_sub(5)..];
@@ -65,6 +71,34 @@ fn solves_entity_goal(trainer: &str, hyperparameters: &str, max_steps: u64) {
 #[test]
 fn ppo_solves_entity_goal_through_attention() {
     solves_entity_goal("ppo", PPO, 3000);
+}
+
+#[test]
+fn sac_solves_entity_goal_through_attention() {
+    solves_entity_goal("sac", SAC, 1000);
+}
+
+/// POCA's actor and centralized critic both read the entities through attention (upstream's
+/// `test_var_len_obs_and_goal_poca` budget: lr 3e-4, 5000 steps): the group reward (the last
+/// finisher's) of the last summary above 0.9 for two seeds of three.
+#[test]
+fn poca_solves_grouped_entity_goal_through_attention() {
+    let mut scores = vec![];
+    for seed in [1337, 1338, 1339] {
+        let dir = temp_dir(&format!("attention-poca-{seed}"));
+        let run = LearnOptions { run_dir: Some(dir.clone()), ..LearnOptions::in_memory("sim:EntityGoal1DGroup") };
+        let results = learn(&config("poca", PPO, 5000, seed), &run).unwrap();
+        let onnx = results["1D"].onnx.clone().expect("exported");
+        let record: mlagents::policy::parity::ParityRecord = serde_json::from_slice(&std::fs::read(onnx.with_extension("parity.json")).unwrap()).unwrap();
+        let report = mlagents::run::check_parity(&onnx, &record, 1e-5).unwrap();
+        assert!(report.passed, "seed {seed}: {report:?}");
+        let events = common::event_file(&dir.join("1D"));
+        scores.push(common::scalars(&events, "Simple/Group Reward").last().copied().unwrap_or(f32::NAN));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    eprintln!("EntityGoal1DGroup (poca): last summary of the group reward per seed {scores:?}");
+    let passed = scores.iter().filter(|s| **s > 0.9).count();
+    assert!(passed >= 2, "EntityGoal1DGroup (poca): {passed} of 3 seeds reached 0.9 in 5000 steps: {scores:?}");
 }
 
 /// A rank-2 observation without (VARIABLE_SIZE, NONE) is not an entity buffer; 0.28 refuses it

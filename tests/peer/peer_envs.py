@@ -50,6 +50,7 @@ EXPECTED = {
     "CoopTimeout": {"1D?team=0": (ONE, 0, (2,), 4)},
     "CoopSacrifice": {"1D?team=0": ([(5,)], 0, (2,), 12)},
     "EntityGoal1D": {"1D?team=0": ([(10, 5)], 0, (2,), 1)},
+    "EntityGoal1DGroup": {"1D?team=0": ([(10, 5)], 0, (2,), 2)},
     "SparseSwitch": {"SparseSwitch?team=0": ([(13,)], 0, (4,), 8)},
     "Corridor": {"Corridor?team=0": ([(3,)], 0, (3,), 8)},
     "Pong": {"Pong?team=0": ([(6,)], 0, (3,), 1), "Pong?team=1": ([(6,)], 0, (3,), 1)},
@@ -61,6 +62,7 @@ EXPECTED = {
 # (a group step limit).
 GROUPS = {
     "MultiAgentGroup": ({1}, "group reward"),
+    "EntityGoal1DGroup": ({1}, "group reward"),
     "CoopReach1D": ({1}, "group reward"),
     "CoopReach1DContinuous": ({1}, "group reward"),
     "CoopReach1DSameIds": ({1}, "group reward"),
@@ -69,7 +71,8 @@ GROUPS = {
     "RaceAsymmetric": ({0, 1}, None),
 }
 # Observations with dimension properties other than NONE per dimension.
-DIMENSION_PROPERTIES = {"EntityGoal1D": [(DimensionProperty.VARIABLE_SIZE, DimensionProperty.NONE)]}
+ENTITIES = [(DimensionProperty.VARIABLE_SIZE, DimensionProperty.NONE)]
+DIMENSION_PROPERTIES = {"EntityGoal1D": ENTITIES, "EntityGoal1DGroup": ENTITIES}
 STEPS = 200
 
 

@@ -226,6 +226,7 @@ impl Scene for SimpleScene {
         a.final_reward = reward;
         let group = self.group(agent);
         if group.clone().all(|i| self.agents[i].finished) {
+            ctx.record_stat("Simple/Group Reward", reward, StatsAggregation::Average);
             for i in group {
                 let own = if i == agent { reward } else { self.agents[i].final_reward.min(-TIME_PENALTY) };
                 ctx.set_reward(i, own);
