@@ -80,11 +80,15 @@ fn the_poca_critic_computes_what_0_28s_does() {
         let worst = ours.iter().zip(&theirs).map(|(a, b)| (a - b).abs() / (1.0 + b.abs())).fold(0.0f32, f32::max);
         assert!(worst < 1e-5, "{what}: ours {ours:?}, 0.28's {theirs:?}");
     };
-    let (alone, _) = tch::no_grad(|| critic.values_and_baselines(&group_observations(own(), &[&[], &[], &[]], &SIZES, &description.action_spec)));
+    let estimates = |g| {
+        let (v, b) = tch::no_grad(|| critic.values_and_baselines(&g, None, None));
+        (v.estimates, b.estimates)
+    };
+    let (alone, _) = estimates(group_observations(own(), &[&[], &[], &[]], &SIZES, &description.action_spec));
     close("a lone agent's values", by_head(&alone), floats(&reference["alone"]));
     let mates: Vec<Vec<GroupmateStatus>> = (0..ROWS).map(|r| (1..=PRESENT[r]).map(|a| mate(a, r)).collect()).collect();
     let slices: Vec<&[GroupmateStatus]> = mates.iter().map(Vec::as_slice).collect();
-    let (values, baselines) = tch::no_grad(|| critic.values_and_baselines(&group_observations(own(), &slices, &SIZES, &description.action_spec)));
+    let (values, baselines) = estimates(group_observations(own(), &slices, &SIZES, &description.action_spec));
     close("values", by_head(&values), floats(&reference["values"]));
     close("baselines", by_head(&baselines), floats(&reference["baselines"]));
     assert_eq!(critic.max_agents(), reference["max_agents"].as_f64().unwrap());

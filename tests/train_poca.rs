@@ -140,3 +140,57 @@ fn a_poca_checkpoint_keeps_the_critic_and_resumes_exactly() {
     assert!(common::tensors_without_rollouts(&restored) == tensors, "resumed state differs from the checkpoint");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Upstream's `test_recurrent_poca` settings: memory 16 in sequences of 64, lr 1e-3, batch 64,
+/// buffer 128 (the dummy POCA config otherwise). `compat`: 0.28's shared critic memories.
+fn recurrent_config(max_steps: u64, seed: i64, compat: bool) -> RunOptions {
+    let yaml = format!(
+        "behaviors:\n  1D:\n    trainer_type: poca\n    hyperparameters: {{batch_size: 64, buffer_size: 128, learning_rate: 1.0e-3, \
+         learning_rate_schedule: constant, beta_schedule: linear, epsilon_schedule: linear, beta: 5.0e-3, epsilon: 0.2, \
+         lambd: 0.95, num_epoch: 3}}\n    network_settings: {{hidden_units: 32, num_layers: 1, memory: {{memory_size: 16, sequence_length: 64}}}}\n    \
+         reward_signals: {{extrinsic: {{gamma: 0.99, strength: 1.0}}}}\n    max_steps: {max_steps}\n    time_horizon: 64\n    \
+         summary_freq: 500\nenv_settings: {{base_port: 0, seed: {seed}}}\n"
+    );
+    let mut options = RunOptions::from_yaml(&yaml, "recurrent.yaml").unwrap();
+    if compat {
+        options.behaviors.values_mut().for_each(|b| b.follow_0_28());
+    }
+    options
+}
+
+/// `test_recurrent_poca[is_multiagent=True]` ("just check if LSTM doesn't crash", 500 steps)
+/// on the grouped CoopReach1D, with per-agent critic memories and with 0.28's shared ones; the
+/// recurrent export passes its parity record, and the checkpoint holds the critic's LSTM.
+#[test]
+fn recurrent_poca_trains_a_group() {
+    for compat in [false, true] {
+        let dir = temp_dir(&format!("poca-recurrent-{compat}"));
+        let run = LearnOptions { run_dir: Some(dir.clone()), ..LearnOptions::in_memory("sim:CoopReach1D") };
+        let results = learn(&recurrent_config(500, 1337, compat), &run).unwrap();
+        assert!(results["1D"].steps >= 500);
+        let onnx = results["1D"].onnx.clone().expect("exported");
+        let record: mlagents::policy::parity::ParityRecord = serde_json::from_slice(&std::fs::read(onnx.with_extension("parity.json")).unwrap()).unwrap();
+        let report = mlagents::run::check_parity(&onnx, &record, 1e-5).unwrap();
+        assert!(report.passed, "compat {compat}: {report:?}");
+        let saved = mlagents::checkpoint::latest(&dir.join("1D"), "1D").unwrap();
+        let tensors = common::tensors_without_rollouts(&saved);
+        assert_eq!(tensors["critic.network_body.lstm.lstm.weight_ih_l0"].shape, vec![32, 32], "8 hidden units per gate over the 32 of the MLP");
+        assert_eq!(tensors["critic.value_heads.value_heads.extrinsic.weight"].shape, vec![1, 9], "the LSTM's 8 and the agent count");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// `test_recurrent_poca[is_multiagent=False]`: one agent without a group in the memory scene
+/// (the goal shown for 3 steps only), 6000 steps, mean of the last 5 returns above 0.9 for two
+/// seeds of three.
+#[test]
+fn recurrent_poca_remembers() {
+    let mut scores = vec![];
+    for seed in [1337, 1338, 1339] {
+        let results = learn(&recurrent_config(6000, seed, false), &LearnOptions::in_memory("sim:Memory1DDiscrete")).unwrap();
+        let r = &results["1D"].episode_returns;
+        scores.push(r[r.len().saturating_sub(5)..].iter().sum::<f32>() / r.len().clamp(1, 5) as f32);
+    }
+    eprintln!("Memory1DDiscrete (recurrent poca): last-5 mean returns per seed {scores:?}");
+    assert!(scores.iter().filter(|s| **s > 0.9).count() >= 2, "{scores:?}");
+}

@@ -66,8 +66,9 @@ impl TrainerSettings {
     /// runs that must match 0.28's: demonstrations paired as 0.28's loader pairs them (#1),
     /// cloning and GAIL comparing PPO's raw continuous actions with the demonstrations' (#2,
     /// #3), GAIL's gradient penalty as 0.28 computes it (#4), padding rows of recurrent
-    /// sequences in the GAIL, RND and cloning losses (#7), and the `simple` encoder for signals
-    /// whose block sets none (#11).
+    /// sequences in the GAIL, RND and cloning losses (#7), the `simple` encoder for signals
+    /// whose block sets none (#11), and a recurrent POCA critic's memories shared by every
+    /// agent and never reset (poca.md §2.4).
     pub fn follow_0_28(&mut self) {
         self.compat_0_28 = true;
         for signal in self.reward_signals.values_mut().filter(|s| s.encoder_inherited) {
@@ -165,9 +166,8 @@ impl Context<'_> {
         Ok(trainer_type)
     }
 
-    /// POCA's own rules: its critic's attention splits `hidden_units` into 4 heads (0.28
-    /// crashes on its first critic pass otherwise, poca.md §1.1), and its recurrent critic is
-    /// not built yet.
+    /// POCA's own rule: its critic's attention splits `hidden_units` into 4 heads (0.28
+    /// crashes on its first critic pass otherwise, poca.md §1.1).
     fn check_poca(&self, name: &str, settings: &TrainerSettings) -> Result<(), ConfigError> {
         if settings.trainer_type != "poca" {
             return Ok(());
@@ -175,9 +175,6 @@ impl Context<'_> {
         let hidden = settings.network_settings.hidden_units;
         if !hidden.is_multiple_of(4) {
             return Err(self.out_of_range(name, "hidden_units", hidden, "POCA's critic attends over the group with 4 heads: hidden_units must be a multiple of 4"));
-        }
-        if settings.network_settings.memory.is_some() {
-            return Err(self.unsupported(&format!("memory with trainer_type poca of {name}"), "memory", name, "POCA trains feed-forward networks here (its recurrent critic is not built yet)"));
         }
         Ok(())
     }
@@ -200,8 +197,7 @@ mod tests {
         assert!(e.contains("hidden_units") && e.contains("multiple of 4") && e.contains("line 5"), "{e}");
         assert!(RunOptions::from_yaml(&odd.replace("poca", "ppo"), "t.yaml").is_ok());
         let recurrent = "behaviors:\n  Coop:\n    trainer_type: poca\n    network_settings:\n      memory: {memory_size: 16, sequence_length: 8}\n";
-        let e = RunOptions::from_yaml(recurrent, "t.yaml").unwrap_err().to_string();
-        assert!(e.contains("memory with trainer_type poca") && e.contains("not supported"), "{e}");
+        assert!(RunOptions::from_yaml(recurrent, "t.yaml").is_ok(), "POCA trains with memory");
     }
 
     #[test]

@@ -65,7 +65,6 @@ impl AgentMemories {
         self.memories.remove(agent);
     }
 
-    /// Forgets every agent.
     /// Forgets the memories of agents whose episodes ended early.
     pub fn forget_episodes(&mut self, ended: crate::train::trajectory::EndedEpisodes) {
         self.memories.retain(|agent, _| !ended.covers(agent));

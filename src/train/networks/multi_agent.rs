@@ -9,13 +9,17 @@
 //! agent without its own, so that it marginalises what agent i did (the counterfactual of
 //! POCA's advantage G − b_i).
 //!
+//! With memory, an LSTM follows the MLP (as in 0.28's `MultiAgentNetworkBody`); the value and
+//! the baseline each run it from a memory stream of their own.
+//!
 //! Variables are named as 0.28 names them under `network_body`: `observation_encoder.
 //! processors.{i}`, `obs_encoder.self_ent_encoder.seq_layers.0`, `obs_action_encoder.
 //! self_ent_encoder.seq_layers.0`, `self_attn.fc_{q,k,v,out}`, `linear_encoder.seq_layers.
-//! {0,2,…}`, `_current_max_agents`; the heads are `value_heads.value_heads.<signal>`.
+//! {0,2,…}`, `lstm.lstm.*`, `_current_max_agents`; the heads are `value_heads.value_heads.
+//! <signal>`.
 
 use super::attention::{attention_linear, ResidualSelfAttention};
-use super::{kaiming_linear, value_head, ObservationEncoder};
+use super::{kaiming_linear, value_head, Lstm, ObservationEncoder};
 use crate::policy::PolicyDescription;
 use crate::spec::ActionSpec;
 use tch::{nn, nn::Module, Kind, Tensor};
@@ -45,6 +49,13 @@ pub fn flat_actions(spec: &ActionSpec, continuous: &Tensor, discrete: &Tensor) -
     Tensor::cat(&parts, 1)
 }
 
+/// Estimates of rows by the critic, with the memories after each sequence when recurrent
+/// (`[1, n_seq, m]`).
+pub struct Estimated {
+    pub estimates: Tensor,
+    pub memories: Option<Tensor>,
+}
+
 /// 0.28's `POCAValueNetwork`.
 pub struct MultiAgentCritic {
     encoder: ObservationEncoder,
@@ -52,6 +63,7 @@ pub struct MultiAgentCritic {
     obs_action_encoder: nn::Linear,
     attention: ResidualSelfAttention,
     layers: Vec<nn::Linear>,
+    lstm: Option<Lstm>,
     /// The most agents any batch has held so far (the count feature's scale); kept in the
     /// checkpoint.
     max_agents: Tensor,
@@ -74,10 +86,11 @@ impl MultiAgentCritic {
         let attention = ResidualSelfAttention::new(&body / "self_attn", h);
         let gain = (0.125 / h as f64).sqrt();
         let layers = (0..d.num_layers.max(1)).map(|l| kaiming_linear(&body / "linear_encoder" / "seq_layers" / (2 * l), h, h, gain)).collect();
+        let lstm = d.is_recurrent().then(|| Lstm::new(&body / "lstm" / "lstm", h, d.memory_size as i64 / 2));
         let max_agents = body.ones_no_train("_current_max_agents", &[]);
         // The agent count is one more input of the heads.
-        let heads = signals.iter().map(|name| value_head(root, name, d.hidden_units + 1, 1)).collect();
-        Self { encoder, obs_encoder, obs_action_encoder, attention, layers, max_agents, heads }
+        let heads = signals.iter().map(|name| value_head(root, name, d.head_width() + 1, 1)).collect();
+        Self { encoder, obs_encoder, obs_action_encoder, attention, layers, lstm, max_agents, heads }
     }
 
     /// The number of value heads.
@@ -96,16 +109,19 @@ impl MultiAgentCritic {
         self.encoder.update_normalizers(observations)
     }
 
-    /// V(s) `[B, heads]`: the agent and its mates, observations only.
-    pub fn values(&self, g: &GroupObservations) -> Tensor {
+    /// V(s) `[B, heads]`: the agent and its mates, observations only. A recurrent critic runs
+    /// the rows as sequences from `memories` (`[1, n_seq, m]`; zeros when None, one sequence
+    /// per row).
+    pub fn values(&self, g: &GroupObservations, memories: Option<&Tensor>) -> Estimated {
         let (own, mates) = self.encode_agents(g);
-        self.values_of(&own, &mates, &g.absent)
+        self.values_of(&own, &mates, &g.absent, memories)
     }
 
-    /// The values and the baselines `[B, heads]` each, from one encoding of the agents.
-    pub fn values_and_baselines(&self, g: &GroupObservations) -> (Tensor, Tensor) {
+    /// The values and the baselines `[B, heads]` each, from one encoding of the agents; a
+    /// recurrent critic runs each from its own memory stream.
+    pub fn values_and_baselines(&self, g: &GroupObservations, value_memories: Option<&Tensor>, baseline_memories: Option<&Tensor>) -> (Estimated, Estimated) {
         let (own, mates) = self.encode_agents(g);
-        (self.values_of(&own, &mates, &g.absent), self.baselines_of(&own, &mates, &g.mate_actions, &g.absent))
+        (self.values_of(&own, &mates, &g.absent, value_memories), self.baselines_of(&own, &mates, &g.mate_actions, &g.absent, baseline_memories))
     }
 
     /// Every agent's observation encodings: its own `[B, 1, D]` and its mates' `[B, slots, D]`,
@@ -120,28 +136,29 @@ impl MultiAgentCritic {
     }
 
     /// The agent first, then its mates, observations only.
-    fn values_of(&self, own: &Tensor, mates: &Tensor, absent: &Tensor) -> Tensor {
+    fn values_of(&self, own: &Tensor, mates: &Tensor, absent: &Tensor, memories: Option<&Tensor>) -> Estimated {
         let entities = self.obs_encoder.forward(&Tensor::cat(&[own, mates], 1)).silu();
         let mask = Tensor::cat(&[own.select(2, 0).zeros_like(), absent.shallow_clone()], 1);
-        self.pooled_values(&entities, &mask)
+        self.pooled_values(&entities, &mask, memories)
     }
 
     /// The mates with their actions first, then the agent without its own (0.28's order).
-    fn baselines_of(&self, own: &Tensor, mates: &Tensor, mate_actions: &[Tensor], absent: &Tensor) -> Tensor {
+    fn baselines_of(&self, own: &Tensor, mates: &Tensor, mate_actions: &[Tensor], absent: &Tensor, memories: Option<&Tensor>) -> Estimated {
         let own_entity = self.obs_encoder.forward(own).silu();
         let own_present = own.select(2, 0).zeros_like();
         if mate_actions.is_empty() {
-            return self.pooled_values(&own_entity, &own_present);
+            return self.pooled_values(&own_entity, &own_present, memories);
         }
         let actions = Tensor::stack(mate_actions, 1);
         let with_actions = self.obs_action_encoder.forward(&Tensor::cat(&[mates.shallow_clone(), actions], 2)).silu();
-        self.pooled_values(&Tensor::cat(&[with_actions, own_entity], 1), &Tensor::cat(&[absent.shallow_clone(), own_present], 1))
+        self.pooled_values(&Tensor::cat(&[with_actions, own_entity], 1), &Tensor::cat(&[absent.shallow_clone(), own_present], 1), memories)
     }
 
     /// The heads' values from the agents' embeddings `[B, n, h]` and their mask `[B, n]` (1 =
     /// absent): attention pooling, the MLP, then the agent count `2·n / max − 1` beside it,
     /// where max is the most agents seen so far (updated first, as 0.28 does, by every pass).
-    fn pooled_values(&self, entities: &Tensor, absent: &Tensor) -> Tensor {
+    /// A recurrent critic runs the MLP's output through its LSTM from `memories` first.
+    fn pooled_values(&self, entities: &Tensor, absent: &Tensor, memories: Option<&Tensor>) -> Estimated {
         let mut x = self.attention.forward(entities, absent);
         let count = (absent.ones_like() - absent).sum_dim_intlist(1, true, Kind::Float);
         tch::no_grad(|| {
@@ -156,7 +173,21 @@ impl MultiAgentCritic {
         for layer in &self.layers {
             x = layer.forward(&x).silu();
         }
+        let mut after = None;
+        if let Some(lstm) = &self.lstm {
+            let zeros;
+            let start = match memories {
+                Some(m) => m,
+                None => {
+                    zeros = Tensor::zeros([1, x.size()[0], 2 * lstm.hidden], (Kind::Float, x.device()));
+                    &zeros
+                }
+            };
+            let (out, memories_after) = lstm.forward(&x, start);
+            x = out;
+            after = Some(memories_after);
+        }
         let x = Tensor::cat(&[x, count_feature], 1);
-        Tensor::cat(&self.heads.iter().map(|head| head.forward(&x)).collect::<Vec<_>>(), 1)
+        Estimated { estimates: Tensor::cat(&self.heads.iter().map(|head| head.forward(&x)).collect::<Vec<_>>(), 1), memories: after }
     }
 }

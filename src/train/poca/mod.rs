@@ -59,27 +59,82 @@ pub fn bootstrap_ends(t: &Trajectory) -> bool {
     t.terminal && t.steps.last().is_none_or(|s| s.group_status.iter().all(|m| m.done))
 }
 
-/// What the critic says of a trajectory: each step's values and the bootstrap value after
-/// the last step (`(n + 1) × heads`, step-major), and each step's baselines (`n × heads`).
-/// `observations` are the trajectory's rows, its `n` steps then the observation after.
-pub fn trajectory_estimates(critic: &MultiAgentCritic, t: &Trajectory, observations: &[Tensor], sizes: &[usize], spec: &ActionSpec) -> (Vec<f32>, Vec<f32>) {
-    let n = t.steps.len() as i64;
+/// The memories a recurrent centralized critic carries between sequences: the value's and
+/// the baseline's streams (`memory_size` floats each).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CriticMemories {
+    pub value: Vec<f32>,
+    pub baseline: Vec<f32>,
+}
+
+impl CriticMemories {
+    /// Both streams at zeros.
+    pub fn zeros(size: usize) -> Self {
+        Self { value: vec![0.0; size], baseline: vec![0.0; size] }
+    }
+}
+
+/// What the critic says of a trajectory of `n` steps.
+pub struct TrajectoryEstimates {
+    /// Each step's values, then the bootstrap value after the last step (`(n + 1) × heads`,
+    /// step-major).
+    pub values: Vec<f32>,
+    /// Each step's baselines (`n × heads`).
+    pub baselines: Vec<f32>,
+    /// A recurrent critic's memories each step's sequence starts from (`n × memory_size`
+    /// each; empty for a feed-forward critic).
+    pub value_memories: Vec<f32>,
+    pub baseline_memories: Vec<f32>,
+    /// A recurrent critic's memories after the last step.
+    pub final_memories: Option<CriticMemories>,
+}
+
+/// What the critic says of a trajectory. `observations` are the trajectory's rows, its `n`
+/// steps then the observation after. A recurrent critic (`recurrent`: the memories it starts
+/// from and the sequence length) runs the steps in sequences from the start, the last one
+/// shorter and unpadded, each from the memories the previous one left (0.28's
+/// `_evaluate_by_sequence_team`), and bootstraps from the value memory after the last step.
+pub fn trajectory_estimates(critic: &MultiAgentCritic, t: &Trajectory, observations: &[Tensor], sizes: &[usize], spec: &ActionSpec, recurrent: Option<(CriticMemories, usize)>) -> TrajectoryEstimates {
+    let n = t.steps.len();
+    let flat = |x: Tensor| Vec::<f32>::try_from(x.to_kind(Kind::Float).flatten(0, -1)).unwrap_or_default();
+    let as_memory = |m: &[f32]| Tensor::from_slice(m).reshape([1, 1, m.len() as i64]);
+    let mates: Vec<&[GroupmateStatus]> = t.steps.iter().map(|s| s.group_status.as_slice()).collect();
+    let sequence_length = recurrent.as_ref().map_or(n, |(_, l)| *l).max(1);
+    let mut memories = recurrent.map(|(m, _)| m);
+    let mut estimates = TrajectoryEstimates { values: vec![], baselines: vec![], value_memories: vec![], baseline_memories: vec![], final_memories: None };
     tch::no_grad(|| {
-        let own: Vec<Tensor> = observations.iter().map(|o| o.narrow(0, 0, n)).collect();
-        let mates: Vec<&[GroupmateStatus]> = t.steps.iter().map(|s| s.group_status.as_slice()).collect();
-        let (values, baselines) = critic.values_and_baselines(&group_observations(own, &mates, sizes, spec));
-        let next: Vec<Tensor> = observations.iter().map(|o| o.narrow(0, n, 1)).collect();
+        let mut start = 0;
+        while start < n {
+            let length = sequence_length.min(n - start);
+            let own: Vec<Tensor> = observations.iter().map(|o| o.narrow(0, start as i64, length as i64)).collect();
+            let rows = group_observations(own, &mates[start..start + length], sizes, spec);
+            let starts = memories.as_ref().map(|m| (as_memory(&m.value), as_memory(&m.baseline)));
+            let (values, baselines) = critic.values_and_baselines(&rows, starts.as_ref().map(|s| &s.0), starts.as_ref().map(|s| &s.1));
+            estimates.values.extend(flat(values.estimates));
+            estimates.baselines.extend(flat(baselines.estimates));
+            if let Some(m) = memories.as_mut() {
+                for _ in 0..length {
+                    estimates.value_memories.extend_from_slice(&m.value);
+                    estimates.baseline_memories.extend_from_slice(&m.baseline);
+                }
+                if let (Some(value), Some(baseline)) = (values.memories, baselines.memories) {
+                    *m = CriticMemories { value: flat(value), baseline: flat(baseline) };
+                }
+            }
+            start += length;
+        }
+        let next: Vec<Tensor> = observations.iter().map(|o| o.narrow(0, n as i64, 1)).collect();
         let next_mates: Vec<GroupmateStatus> = t
             .next_group_obs
             .iter()
             .map(|obs| GroupmateStatus { obs: obs.clone(), continuous: vec![0.0; spec.continuous_size], discrete: vec![0; spec.discrete_size()], reward: 0.0, done: false })
             .collect();
         let latest = group_observations(next, &[next_mates.as_slice()], sizes, spec);
-        let bootstrap = critic.values(&latest);
-        let values = Tensor::cat(&[values, bootstrap], 0);
-        let flat = |x: Tensor| Vec::<f32>::try_from(x.to_kind(Kind::Float).flatten(0, -1)).unwrap_or_default();
-        (flat(values), flat(baselines))
-    })
+        let value_memory = memories.as_ref().map(|m| as_memory(&m.value));
+        estimates.values.extend(flat(critic.values(&latest, value_memory.as_ref()).estimates));
+    });
+    estimates.final_memories = memories;
+    estimates
 }
 
 #[cfg(test)]
@@ -163,18 +218,22 @@ mod tests {
         let critic = MultiAgentCritic::new(&(vs.root() / "critic"), &d, &["extrinsic"]);
         let own = || vec![Tensor::from_slice(&[0.3f32, -0.2, 0.9]).reshape([1, 3])];
         let alone = group_observations(own(), &[&[]], &[3], &d.action_spec);
-        let (v1, b1) = critic.values_and_baselines(&alone);
+        let estimates = |g: &GroupObservations| {
+            let (v, b) = critic.values_and_baselines(g, None, None);
+            (v.estimates, b.estimates)
+        };
+        let (v1, b1) = estimates(&alone);
         assert_eq!(critic.max_agents(), 1.0);
         // The same agent in a batch whose other row has a mate: its slot is absent.
         let pair = [mate(0.7, 1, 0.0, false)];
         let own_two = vec![Tensor::cat(&[own()[0].shallow_clone(), own()[0].shallow_clone()], 0)];
         let padded = group_observations(own_two, &[&[], &pair], &[3], &d.action_spec);
-        let (v2, b2) = critic.values_and_baselines(&padded);
+        let (v2, b2) = estimates(&padded);
         assert_eq!(critic.max_agents(), 2.0, "a row of two agents raised the maximum");
         let first = |t: &Tensor| t.get(0).double_value(&[0]);
         // The lone agent's count feature went from 2·1/1 − 1 = 1 to 2·1/2 − 1 = 0: recompute
         // it alone now, and compare that with its padded row.
-        let (v1_now, b1_now) = critic.values_and_baselines(&alone);
+        let (v1_now, b1_now) = estimates(&alone);
         assert!((first(&v2) - first(&v1_now)).abs() < 1e-6 && (first(&b2) - first(&b1_now)).abs() < 1e-6);
         assert!((first(&v1) - first(&v1_now)).abs() > 0.0 && (first(&b1) - first(&b1_now)).abs() > 0.0, "the count feature moved");
         // With a mate present, the baseline (mate with its action, self without) differs from
@@ -192,10 +251,55 @@ mod tests {
         let critic = MultiAgentCritic::new(&(vs.root() / "critic"), &d, &["extrinsic", "curiosity"]);
         let t = trajectory(vec![mate(0.2, 1, 0.0, false)], true, false);
         let observations = crate::train::algorithm::trajectory_observations(&t, &[3]);
-        let (values, baselines) = trajectory_estimates(&critic, &t, &observations, &[3], &d.action_spec);
+        let estimates = trajectory_estimates(&critic, &t, &observations, &[3], &d.action_spec, None);
+        let (values, baselines) = (estimates.values, estimates.baselines);
         assert_eq!((values.len(), baselines.len()), (3 * 2, 2 * 2));
+        assert!(estimates.value_memories.is_empty() && estimates.final_memories.is_none());
         let next = vec![Tensor::from_slice(&[0.25f32; 3]).reshape([1, 3])];
-        let bootstrap = critic.values(&group_observations(next, &[&t.steps[1].group_status], &[3], &d.action_spec));
-        assert_eq!(values[4..].to_vec(), Vec::<f32>::try_from(bootstrap.flatten(0, -1)).unwrap());
+        let bootstrap = critic.values(&group_observations(next, &[&t.steps[1].group_status], &[3], &d.action_spec), None);
+        assert_eq!(values[4..].to_vec(), Vec::<f32>::try_from(bootstrap.estimates.flatten(0, -1)).unwrap());
+    }
+
+    /// A recurrent critic over a 5-step trajectory in sequences of 2 (2, 2, then 1 unpadded):
+    /// each step is given the value and baseline memories its sequence starts from, both
+    /// streams move from one sequence to the next and differ from each other, and the values
+    /// equal one pass over the whole trajectory from the same memories (the memory carries
+    /// across the sequences); the bootstrap runs from the value memory after the last step.
+    #[test]
+    fn a_recurrent_critic_runs_a_trajectory_sequence_by_sequence() {
+        tch::manual_seed(9);
+        let d = PolicyDescription { memory_size: 8, ..description(ActionSpec::discrete(&[2])) };
+        let vs = nn::VarStore::new(Device::Cpu);
+        let critic = MultiAgentCritic::new(&(vs.root() / "critic"), &d, &["extrinsic"]);
+        let mut t = trajectory(vec![mate(0.2, 1, 0.0, false)], false, false);
+        for k in 0..3 {
+            let mut step = t.steps[0].clone();
+            step.obs = vec![vec![0.1 * k as f32; 3]];
+            t.steps.push(step);
+        }
+        let observations = crate::train::algorithm::trajectory_observations(&t, &[3]);
+        let initial = CriticMemories { value: (0..8).map(|k| k as f32 / 10.0).collect(), baseline: vec![-0.3; 8] };
+        let e = trajectory_estimates(&critic, &t, &observations, &[3], &d.action_spec, Some((initial.clone(), 2)));
+        assert_eq!((e.values.len(), e.baselines.len(), e.value_memories.len(), e.baseline_memories.len()), (6, 5, 5 * 8, 5 * 8));
+        let value_memory = |k: usize| e.value_memories[k * 8..(k + 1) * 8].to_vec();
+        let baseline_memory = |k: usize| e.baseline_memories[k * 8..(k + 1) * 8].to_vec();
+        assert!(value_memory(0) == initial.value && value_memory(1) == initial.value && baseline_memory(1) == initial.baseline);
+        assert!(value_memory(2) == value_memory(3) && value_memory(2) != initial.value && value_memory(4) != value_memory(2));
+        assert!(baseline_memory(2) != initial.baseline && baseline_memory(2) != value_memory(2));
+        let last = e.final_memories.clone().unwrap();
+        assert!(last.value != value_memory(4) && last.baseline != baseline_memory(4));
+        let mates: Vec<&[GroupmateStatus]> = t.steps.iter().map(|s| s.group_status.as_slice()).collect();
+        let whole = tch::no_grad(|| {
+            let own = vec![observations[0].narrow(0, 0, 5)];
+            let start = Tensor::from_slice(&initial.value).reshape([1, 1, 8]);
+            let v = critic.values(&group_observations(own, &mates, &[3], &d.action_spec), Some(&start));
+            (Vec::<f32>::try_from(v.estimates.flatten(0, -1)).unwrap(), Vec::<f32>::try_from(v.memories.unwrap().flatten(0, -1)).unwrap())
+        });
+        for (a, b) in e.values[..5].iter().zip(&whole.0).chain(last.value.iter().zip(&whole.1)) {
+            assert!((a - b).abs() < 1e-6, "{a} vs {b}");
+        }
+        let next = vec![observations[0].narrow(0, 5, 1)];
+        let bootstrap = tch::no_grad(|| critic.values(&group_observations(next, &[t.next_group_obs.iter().map(|o| GroupmateStatus { obs: o.clone(), continuous: vec![], discrete: vec![0], reward: 0.0, done: false }).collect::<Vec<_>>().as_slice()], &[3], &d.action_spec), Some(&Tensor::from_slice(&last.value).reshape([1, 1, 8]))));
+        assert!((e.values[5] - bootstrap.estimates.double_value(&[0, 0]) as f32).abs() < 1e-6);
     }
 }

@@ -22,7 +22,7 @@ use crate::train::networks::{actor_weights, load_variables, variables, Actor, Cr
 use crate::train::poca;
 use crate::train::rewards::{RewardSignals, SignalBatch};
 use crate::train::schedule::DecayedValue;
-use crate::train::trajectory::{EndedEpisodes, GroupmateStatus, Trajectory};
+use crate::train::trajectory::{AgentKey, EndedEpisodes, GroupmateStatus, Trajectory};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use tch::{nn, Device, Kind, Tensor};
@@ -43,8 +43,11 @@ struct Row {
     next_obs: Vec<Vec<f32>>,
     /// The actor memory consumed when acting (recurrent networks; empty otherwise).
     memory: Vec<f32>,
-    /// The critic memory the row's sequence starts from (recurrent networks).
+    /// The critic memory the row's sequence starts from (recurrent networks; POCA: its value
+    /// stream).
     critic_memory: Vec<f32>,
+    /// POCA's baseline memory the row's sequence starts from (recurrent networks).
+    baseline_memory: Vec<f32>,
     /// A real step (false: padding at the end of a trajectory's last sequence).
     valid: bool,
     /// The episode ended with this step (GAIL reads it).
@@ -71,6 +74,7 @@ impl Row {
             returns: vec![0.0; heads],
             memory: vec![0.0; memory],
             critic_memory: vec![0.0; memory],
+            baseline_memory: vec![0.0; memory],
             valid: false,
             done: false,
             mates: vec![],
@@ -123,8 +127,27 @@ pub struct Ppo {
     /// Steps per training sequence (`memory.sequence_length`; 1 for a feed-forward network).
     sequence_length: usize,
     /// Each agent's critic memory between trajectories (recurrent networks; per agent and
-    /// reset at every episode end, where 0.28 shares one across agents: lstm.md §10.1).
+    /// reset at every episode end, where 0.28 shares one across agents: lstm.md §10.1). POCA:
+    /// the value stream.
     critic_memories: AgentMemories,
+    /// POCA's baseline stream, kept as the value stream is.
+    baseline_memories: AgentMemories,
+}
+
+/// Where a recurrent POCA critic keeps its memories with `--compat-0-28`: one pair shared by
+/// every agent of the behavior and never reset, as 0.28 does (poca.md §2.4).
+const SHARED_CRITIC_MEMORY: AgentKey = (usize::MAX, i32::MIN);
+
+/// The critic's estimates of a trajectory ([`Ppo::estimates`]).
+struct TrajectoryValues {
+    /// Each step's values then the bootstrap value (`(n + 1) × heads`, step-major).
+    values: Vec<f32>,
+    /// The critic memory each step's sequence starts from (recurrent critics).
+    critic_memories: Vec<f32>,
+    /// POCA's baselines (`n × heads`; empty for PPO) and the baseline memory each step's
+    /// sequence starts from (recurrent critics).
+    baselines: Vec<f32>,
+    baseline_memories: Vec<f32>,
 }
 
 /// The name of a variable holding a NaN or an infinity, if any.
@@ -153,9 +176,11 @@ struct Minibatch {
     returns: Tensor,
     /// The observations after each row's step (reward signals with networks; else empty).
     next_obs: Vec<Tensor>,
-    /// Each sequence's starting actor and critic memories `[1, n_seq, m]` (recurrent networks).
+    /// Each sequence's starting actor, critic and (POCA) baseline memories `[1, n_seq, m]`
+    /// (recurrent networks).
     memories: Option<Tensor>,
     critic_memories: Option<Tensor>,
+    baseline_memories: Option<Tensor>,
     /// 1 for real rows, 0 for padding (recurrent networks; None: every row is real).
     valid: Option<Tensor>,
     /// `[rows]`, 1 where the episode ended with the row's step.
@@ -221,32 +246,50 @@ impl Ppo {
             rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
             sequence_length: settings.network_settings.memory.map_or(1, |m| m.sequence_length),
             critic_memories: AgentMemories::new(description.memory_size),
+            baseline_memories: AgentMemories::new(description.memory_size),
         }
     }
 
-    /// The critic's estimates of a trajectory (`obs`: its rows, the steps' then the one after):
-    /// each step's values then the bootstrap value (`(n + 1) × heads`, step-major), the critic
-    /// memory each step's sequence starts from (recurrent critics), and POCA's baselines
-    /// (`n × heads`; empty for PPO).
-    fn estimates(&mut self, t: &Trajectory, obs: &[Tensor], sizes: &[usize]) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    /// The critic's estimates of a trajectory (`obs`: its rows, the steps' then the one after).
+    /// A recurrent critic starts from the agent's memories (POCA with `--compat-0-28`: the
+    /// behavior's one shared pair) and keeps where it ended, or forgets them at an episode end.
+    fn estimates(&mut self, t: &Trajectory, obs: &[Tensor], sizes: &[usize]) -> TrajectoryValues {
+        let m = self.description.memory_size;
+        let recurrent = self.description.is_recurrent();
+        let ended = t.terminal || t.interrupted;
         let critic = match &self.critic {
             ValueNetwork::Own(critic) => critic,
             ValueNetwork::Group(critic) => {
-                let (values, baselines) = poca::trajectory_estimates(critic, t, obs, sizes, &self.description.action_spec);
-                return (values, vec![], baselines);
+                let shared = self.settings.compat_0_28;
+                let key = if shared { SHARED_CRITIC_MEMORY } else { t.agent };
+                let start = |store: &AgentMemories| store.get(&key).cloned().unwrap_or_else(|| vec![0.0; m]);
+                let memories = recurrent.then(|| (poca::CriticMemories { value: start(&self.critic_memories), baseline: start(&self.baseline_memories) }, self.sequence_length));
+                let e = poca::trajectory_estimates(critic, t, obs, sizes, &self.description.action_spec, memories);
+                match e.final_memories {
+                    Some(last) if shared || !ended => {
+                        self.critic_memories.store(&[key], &last.value);
+                        self.baseline_memories.store(&[key], &last.baseline);
+                    }
+                    _ => {
+                        self.critic_memories.forget(&key);
+                        self.baseline_memories.forget(&key);
+                    }
+                }
+                return TrajectoryValues { values: e.values, critic_memories: e.value_memories, baselines: e.baselines, baseline_memories: e.baseline_memories };
             }
         };
-        if !self.description.is_recurrent() {
-            return (tch::no_grad(|| Vec::<f32>::try_from(critic.forward(obs, None).0.flatten(0, -1)).unwrap_or_default()), vec![], vec![]);
+        let no_baselines = |values, critic_memories| TrajectoryValues { values, critic_memories, baselines: vec![], baseline_memories: vec![] };
+        if !recurrent {
+            return no_baselines(tch::no_grad(|| Vec::<f32>::try_from(critic.forward(obs, None).0.flatten(0, -1)).unwrap_or_default()), vec![]);
         }
-        let initial = self.critic_memories.get(&t.agent).cloned().unwrap_or_else(|| vec![0.0; self.description.memory_size]);
+        let initial = self.critic_memories.get(&t.agent).cloned().unwrap_or_else(|| vec![0.0; m]);
         let sequenced = critic_by_sequence(critic, obs, t.steps.len(), self.sequence_length, initial);
-        if t.terminal || t.interrupted {
+        if ended {
             self.critic_memories.forget(&t.agent);
         } else {
             self.critic_memories.store(&[t.agent], &sequenced.final_memory);
         }
-        (sequenced.values, sequenced.initial_memories, vec![])
+        no_baselines(sequenced.values, sequenced.initial_memories)
     }
 
     /// The rows of the sequences `chunk` (indices of whole sequences in the buffer) as tensors.
@@ -286,6 +329,7 @@ impl Ppo {
             returns: rows_to_tensor(&rows, |r| &r.returns, self.critic.heads()),
             memories: start_memories(|r| &r.memory),
             critic_memories: start_memories(|r| &r.critic_memory),
+            baseline_memories: start_memories(|r| &r.baseline_memory),
             valid: recurrent.then(|| Tensor::from_slice(&valid)),
             done: Tensor::from_slice(&rows.iter().map(|r| if r.done { 1.0f32 } else { 0.0 }).collect::<Vec<f32>>()),
             group,
@@ -318,7 +362,8 @@ impl Ppo {
                 let (group, old_baselines) = batch.group.as_ref().expect("a centralized critic's minibatches carry their groups");
                 // POCA: policy + 0.5·(value + 0.5·baseline) − β·entropy; the baselines' "old
                 // values" are really the ones taken with the trajectory (their clip works).
-                let (v, b) = critic.values_and_baselines(group);
+                let (v, b) = critic.values_and_baselines(group, batch.critic_memories.as_ref(), batch.baseline_memories.as_ref());
+                let (v, b) = (v.estimates, b.estimates);
                 let value = clipped_loss(&v, &batch.returns);
                 let baseline = clipped_loss(&b, old_baselines);
                 let total = &policy_loss + (&value + &baseline * 0.5) * 0.5 - entropy;
@@ -363,7 +408,7 @@ impl Algorithm for Ppo {
         let sizes = self.description.observation_sizes();
         let obs = trajectory_observations(&t, &sizes);
         update_normalizers(&mut self.actor, |steps| self.critic.update_normalizers(steps), &obs, &t, context)?;
-        let (values, critic_memories, baselines) = self.estimates(&t, &obs, &sizes);
+        let TrajectoryValues { values, critic_memories, baselines, baseline_memories } = self.estimates(&t, &obs, &sizes);
         let heads = self.critic.heads();
         let signal_rewards = self.signals.rewards(&t, &obs, context.stats);
         let mut advantages = vec![0.0f32; n];
@@ -427,6 +472,7 @@ impl Algorithm for Ppo {
                 returns,
                 memory: s.decision.memory,
                 critic_memory: critic_memories.get(k * m..(k + 1) * m).map(<[f32]>::to_vec).unwrap_or_default(),
+                baseline_memory: baseline_memories.get(k * m..(k + 1) * m).map(<[f32]>::to_vec).unwrap_or_default(),
                 valid: true,
                 done: ended && k + 1 == n,
                 // Only the centralized critic reads the mates.
@@ -512,7 +558,14 @@ impl Algorithm for Ppo {
     }
 
     fn end_episodes(&mut self, ended: EndedEpisodes) {
-        self.critic_memories.forget_episodes(ended);
+        for store in [&mut self.critic_memories, &mut self.baseline_memories] {
+            // The compat pair outlives every episode, as 0.28's does.
+            let shared = store.get(&SHARED_CRITIC_MEMORY).cloned();
+            store.forget_episodes(ended);
+            if let Some(memory) = shared {
+                store.store(&[SHARED_CRITIC_MEMORY], &memory);
+            }
+        }
         self.signals.end_episodes(ended);
     }
 
@@ -543,5 +596,84 @@ impl Algorithm for Ppo {
             cloning.restore(tensors, record.and_then(|r| r.get("behavioral_cloning")));
         }
         Ok(skipped)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::config::RunOptions;
+    use crate::train::trajectory::{Decision, Experience};
+
+    const MEMORY: usize = 8;
+
+    /// A recurrent POCA trainer (memory 8, sequences of 2), with 0.28's shared memories or not.
+    fn recurrent_poca(compat: bool) -> Ppo {
+        let yaml = "behaviors:\n  1D:\n    trainer_type: poca\n    network_settings: {hidden_units: 8, num_layers: 1, memory: {memory_size: 8, sequence_length: 2}}\n";
+        let mut settings = RunOptions::from_yaml(yaml, "t.yaml").unwrap().behaviors["1D"].clone();
+        if compat {
+            settings.follow_0_28();
+        }
+        let description = PolicyDescription {
+            format_version: crate::policy::POLICY_FORMAT_VERSION,
+            observation_shapes: vec![vec![3]],
+            action_spec: crate::spec::ActionSpec::discrete(&[2]),
+            hidden_units: 8,
+            num_layers: 1,
+            normalize: false,
+            memory_size: MEMORY,
+            vis_encode_type: crate::policy::EncoderType::Simple,
+            goal_observations: vec![],
+            continuous_head: crate::policy::ContinuousHead::default(),
+        };
+        tch::manual_seed(4);
+        Ppo::new(&description, &settings, 1, &Demonstrations::default())
+    }
+
+    /// Three steps of `agent` beside one mate.
+    fn trajectory(agent: AgentKey, terminal: bool) -> Trajectory {
+        let mate = GroupmateStatus { obs: vec![vec![0.3; 3]], continuous: vec![], discrete: vec![1], reward: 0.0, done: false };
+        let step = |k: usize| Experience {
+            obs: vec![vec![0.1 * k as f32 + agent.1 as f32; 3]],
+            action_mask: vec![],
+            decision: Decision { discrete: vec![0], ..Default::default() },
+            reward: 0.0,
+            group_reward: 0.0,
+            done: false,
+            group_status: vec![mate.clone()],
+        };
+        Trajectory { agent, steps: (0..3).map(step).collect(), next_obs: vec![vec![0.5; 3]], terminal, interrupted: false, next_group_obs: vec![mate.obs.clone()] }
+    }
+
+    fn estimate(p: &mut Ppo, t: &Trajectory) -> TrajectoryValues {
+        let observations = trajectory_observations(t, &[3]);
+        p.estimates(t, &observations, &[3])
+    }
+
+    /// By default each agent's value and baseline memories are its own and end with its
+    /// episode (poca.md §12.1); with `--compat-0-28` every agent chains one shared pair that no
+    /// episode end resets (0.28's key `""`, §2.4).
+    #[test]
+    fn recurrent_poca_memories_are_per_agent_unless_0_28s_are_asked_for() {
+        let zeros = vec![0.0; MEMORY];
+        let first_memories = |v: &TrajectoryValues| (v.critic_memories[..MEMORY].to_vec(), v.baseline_memories[..MEMORY].to_vec());
+        let mut own = recurrent_poca(false);
+        let first = estimate(&mut own, &trajectory((0, 1), false));
+        assert_eq!((first.critic_memories.len(), first.baseline_memories.len(), first.baselines.len()), (3 * MEMORY, 3 * MEMORY, 3));
+        let (kept_value, kept_baseline) = (own.critic_memories.get(&(0, 1)).cloned().unwrap(), own.baseline_memories.get(&(0, 1)).cloned().unwrap());
+        assert!(kept_value != zeros && kept_baseline != zeros && kept_value != kept_baseline);
+        // Another agent starts from zeros; the first goes on from where it stopped, then forgets.
+        assert_eq!(first_memories(&estimate(&mut own, &trajectory((0, 2), false))), (zeros.clone(), zeros.clone()));
+        assert_eq!(first_memories(&estimate(&mut own, &trajectory((0, 1), true))), (kept_value, kept_baseline));
+        assert!(own.critic_memories.get(&(0, 1)).is_none() && own.baseline_memories.get(&(0, 1)).is_none());
+
+        let mut shared = recurrent_poca(true);
+        estimate(&mut shared, &trajectory((0, 1), true));
+        assert!(shared.critic_memories.get(&(0, 1)).is_none());
+        let chained = shared.critic_memories.get(&SHARED_CRITIC_MEMORY).cloned().expect("kept past the episode end");
+        // The next agent continues the first's stream, and a reset of every episode keeps it.
+        assert_eq!(first_memories(&estimate(&mut shared, &trajectory((0, 2), false))).0, chained);
+        shared.end_episodes(EndedEpisodes::All);
+        assert!(shared.critic_memories.get(&SHARED_CRITIC_MEMORY).is_some() && shared.baseline_memories.get(&SHARED_CRITIC_MEMORY).is_some());
     }
 }
