@@ -17,10 +17,15 @@ const SEEDS: [i64; 3] = [1337, 1338, 1339];
 
 /// ML-Agents' `ppo_dummy_config` with a `self_play` block, for each behavior named.
 fn config(behaviors: &[&str], max_steps: u64, self_play: &str, seed: i64) -> RunOptions {
+    config_of("ppo", behaviors, max_steps, self_play, seed)
+}
+
+/// [`config`] for another trainer type.
+fn config_of(trainer_type: &str, behaviors: &[&str], max_steps: u64, self_play: &str, seed: i64) -> RunOptions {
     let mut yaml = String::from("behaviors:\n");
     for b in behaviors {
         yaml += &format!(
-            "  {b}:\n    hyperparameters: {{batch_size: 16, buffer_size: 64, learning_rate: 5.0e-3, learning_rate_schedule: constant, \
+            "  {b}:\n    trainer_type: {trainer_type}\n    hyperparameters: {{batch_size: 16, buffer_size: 64, learning_rate: 5.0e-3, learning_rate_schedule: constant, \
              beta_schedule: linear, epsilon_schedule: linear, beta: 5.0e-3, epsilon: 0.2, lambd: 0.95, num_epoch: 3}}\n    \
              network_settings: {{hidden_units: 32, num_layers: 1}}\n    max_steps: {max_steps}\n    time_horizon: 64\n    \
              summary_freq: 500\n    self_play: {{{self_play}}}\n"
@@ -231,6 +236,31 @@ fn asymmetric_race_trains_and_exports_both_behaviors() {
     assert!(status["RaceDuo"]["elo"].is_number() && status["RaceSolo"]["elo"].is_number(), "{status}");
     let report = head_to_head(results["RaceDuo"].onnx.as_ref().unwrap(), results["RaceSolo"].onnx.as_ref().unwrap(), "sim:RaceAsymmetric", 20);
     assert!(report["episodes"].as_u64().unwrap() >= 20, "{report}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// StrikersVsGoalie's shape (`config/poca/StrikersVsGoalie.yaml`: POCA for both sides under
+/// self-play): on RaceAsymmetric the pair is one group, whose critic reads both members and
+/// whose group reward is reported; both behaviors train under one rotation and their exports
+/// fit their behaviors.
+#[test]
+fn poca_trains_a_grouped_team_under_self_play() {
+    use mlagents::run::session::{check_model, EnvTarget, Report};
+    let dir = temp_dir("race-asymmetric-poca");
+    let run = config_of("poca", &["RaceDuo", "RaceSolo"], 3000, "save_steps: 1000, swap_steps: 500, team_change: 1000", 7);
+    let results = learn(&run, &LearnOptions { run_dir: Some(dir.clone()), ..LearnOptions::in_memory("sim:RaceAsymmetric") }).unwrap();
+    for (behavior, result) in &results {
+        assert!(result.steps >= 3000, "{behavior}: {} steps", result.steps);
+        let target = EnvTarget { env: "sim:RaceAsymmetric".into(), behavior: Some(behavior.clone()), base_port: None, timeout_wait: Duration::from_secs(60) };
+        let report = check_model(result.onnx.as_ref().unwrap(), &target).unwrap();
+        assert!(report.passed(), "{}", report.text());
+    }
+    let duo = common::event_file(&dir.join("RaceDuo"));
+    for tag in ["Environment/Group Cumulative Reward", "Losses/Baseline Loss", "Self-play/ELO"] {
+        assert!(!common::scalars(&duo, tag).is_empty(), "RaceDuo: no {tag}");
+    }
+    let tensors = common::tensors_without_rollouts(&checkpoint::latest(&dir.join("RaceDuo"), "RaceDuo").unwrap());
+    assert_eq!(tensors["critic.network_body._current_max_agents"].data, vec![2.0], "the pair's critic saw both members");
     let _ = std::fs::remove_dir_all(dir);
 }
 
