@@ -2,8 +2,8 @@
 # Regenerates the golden fixtures in models/golden/<case>/ (the only command that writes
 # them; tests read them and never rewrite them): for each case, a short deterministic
 # training run of its config.yaml on sim:<scene> with our mlagents-learn, then
-# mlagents-export; the final checkpoint and the exports are kept under run/, with a
-# SHA256SUMS manifest. Needs the `train` feature (scripts/torch-venv.sh installs libtorch).
+# mlagents-export (with the flags in the case's export-args file, if it has one); the final
+# checkpoint and the exports are kept under run/, with a SHA256SUMS manifest. Needs the `train` feature (scripts/torch-venv.sh installs libtorch).
 # Usage: scripts/regen-golden.sh [CASE...]   (default: every folder in models/golden)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +19,9 @@ for case in "${cases[@]}"; do
   work=$(mktemp -d)
   MLAGENTS_SIM="$BIN/mlagents-sim" "$BIN/mlagents-learn" "$dir/config.yaml" --run-id "$case" --env "sim:$scene" \
     --results-dir "$work" > "$work/learn.log" 2>&1
-  "$BIN/mlagents-export" "$case" --results-dir "$work" > "$work/export.log"
+  export_args=()
+  [ -f "$dir/export-args" ] && read -r -a export_args < "$dir/export-args"
+  "$BIN/mlagents-export" "$case" --results-dir "$work" "${export_args[@]}" > "$work/export.log"
   rm -rf "$dir/run" && mkdir -p "$dir/run"
   for behavior_dir in "$work/$case"/*/; do
     b=$(basename "$behavior_dir")

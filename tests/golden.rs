@@ -11,7 +11,7 @@ use std::process::Command;
 
 mod common;
 
-use common::{golden_case_dir as case_dir, temp_dir, GOLDEN_CASES as CASES};
+use common::{golden_case_dir as case_dir, golden_export_args, temp_dir, GOLDEN_CASES as CASES};
 
 /// A run folder holding only the case's checkpoint (no exports).
 fn checkpoint_only_copy(case: &str, behavior: &str, name: &str) -> PathBuf {
@@ -55,7 +55,9 @@ fn fixtures_match_their_manifest() {
 fn re_export_is_byte_identical() {
     for (case, behavior) in CASES {
         let run = checkpoint_only_copy(case, behavior, &format!("reexport-{case}"));
-        let (ok, log) = export(&[run.to_str().unwrap()]);
+        let extra = golden_export_args(case);
+        let args: Vec<&str> = std::iter::once(run.to_str().unwrap()).chain(extra.iter().map(String::as_str)).collect();
+        let (ok, log) = export(&args);
         assert!(ok, "{case}: {log}");
         let golden = case_dir(case).join("run");
         let mut compared = 0;
@@ -116,10 +118,10 @@ fn onnx_api_2_export_keeps_parity() {
     for (case, behavior) in CASES {
         let run = checkpoint_only_copy(case, behavior, &format!("api2-{case}"));
         let (ok, log) = export(&[run.to_str().unwrap(), "--onnx-api", "2"]);
-        // Model API 2 has no hybrid actions, images are exported with API 3 only, and Unity
-        // 2.x+ refuses version-2 models with memory.
-        if case == "hybrid" || case == "visual" || case == "recurrent" {
-            assert!(!ok && (log.contains("hybrid") || log.contains("visual") || log.contains("memory")), "{log}");
+        // Model API 2 has no hybrid actions, images and entities are exported with API 3 only,
+        // and Unity 2.x+ refuses version-2 models with memory.
+        if ["hybrid", "visual", "recurrent", "entities", "entities-sentis"].contains(&case) {
+            assert!(!ok && ["hybrid", "visual", "memory", "entity"].iter().any(|why| log.contains(why)), "{log}");
             assert!(!run.join("1D.onnx").exists(), "a failed export wrote a file");
             continue;
         }

@@ -83,7 +83,13 @@ pub fn temp_dir(name: &str) -> std::path::PathBuf {
 }
 
 /// The golden fixtures (models/golden): case folder and behavior name.
-pub const GOLDEN_CASES: [(&str, &str); 5] = [("discrete-masked", "GridWorld"), ("continuous", "3DBall"), ("hybrid", "1D"), ("visual", "1D"), ("recurrent", "1D")];
+pub const GOLDEN_CASES: [(&str, &str); 7] =
+    [("discrete-masked", "GridWorld"), ("continuous", "3DBall"), ("hybrid", "1D"), ("visual", "1D"), ("recurrent", "1D"), ("entities", "1D"), ("entities-sentis", "1D")];
+
+/// The extra `mlagents-export` flags of a golden case (its `export-args` file; none without).
+pub fn golden_export_args(case: &str) -> Vec<String> {
+    std::fs::read_to_string(golden_case_dir(case).join("export-args")).map(|text| text.split_whitespace().map(str::to_string).collect()).unwrap_or_default()
+}
 
 /// `models/golden/<case>`.
 pub fn golden_case_dir(case: &str) -> std::path::PathBuf {

@@ -7,7 +7,9 @@ with the recorded uniform draws from the probabilities onnxruntime computes. A r
 case's rows are one agent's consecutive decisions: each row runs from its recorded memory
 (`recurrent_out` compared too), and the rows run again in order as a sequence, onnxruntime
 feeding its own `recurrent_out` back as the next `recurrent_in` (zeros where the record starts
-an episode), every step compared with the training network's outputs.
+an episode), every step compared with the training network's outputs. Entity observations
+(rank 2) are recorded as the environment sends them and fed in the layout the file records
+(`mlagents.entity_layout`: Barracuda's transposed view, or natural).
 Usage: python peer_golden.py PATH/TO/models/golden"""
 import hashlib
 import json
@@ -96,10 +98,16 @@ def main(root):
                 problems.append("sha256 differs from the parity record")
             n = record["batch"]
             feeds = {}
+            layout = {p.key: p.value for p in model.metadata_props}.get("mlagents.entity_layout")
             for i, (obs, shape) in enumerate(zip(record["observations"], record["policy"]["observation_shapes"])):
                 values = np.asarray(obs, np.float32).reshape(n, *shape)
                 # Images are recorded as the environment sends them (HWC); ONNX takes NCHW.
-                feeds[f"obs_{i}"] = values.transpose(0, 3, 1, 2) if len(shape) == 3 else values
+                if len(shape) == 3:
+                    values = values.transpose(0, 3, 1, 2)
+                elif len(shape) == 2 and layout != "natural":
+                    # Barracuda's view of [K, E]: [k, e] holds flat index e*K + k.
+                    values = np.stack([row.reshape(-1).reshape(shape[1], shape[0]).T for row in values])
+                feeds[f"obs_{i}"] = np.ascontiguousarray(values, np.float32)
             spec = record["policy"]["action_spec"]
             c, branches = spec["continuous_size"], spec["discrete_branches"]
             if branches:

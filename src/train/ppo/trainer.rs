@@ -329,7 +329,7 @@ impl Ppo {
             returns: rows_to_tensor(&rows, |r| &r.returns, self.critic.heads()),
             memories: start_memories(|r| &r.memory),
             critic_memories: start_memories(|r| &r.critic_memory),
-            baseline_memories: start_memories(|r| &r.baseline_memory),
+            baseline_memories: matches!(self.critic, ValueNetwork::Group(_)).then(|| start_memories(|r| &r.baseline_memory)).flatten(),
             valid: recurrent.then(|| Tensor::from_slice(&valid)),
             done: Tensor::from_slice(&rows.iter().map(|r| if r.done { 1.0f32 } else { 0.0 }).collect::<Vec<f32>>()),
             group,
