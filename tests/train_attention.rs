@@ -12,6 +12,7 @@ mod common;
 use common::temp_dir;
 use mlagents::checkpoint;
 use mlagents::export::{export_checkpoint, ExportOptions};
+use mlagents::run::session::{check_model, EnvTarget, Report};
 use mlagents::spec::EntityLayout;
 use mlagents::train::config::RunOptions;
 use mlagents::train::session::{learn, LearnOptions};
@@ -34,15 +35,31 @@ const PPO: &str = "batch_size: 16, buffer_size: 64, learning_rate: 3.0e-4, learn
 const SAC: &str = "learning_rate: 3.0e-4, learning_rate_schedule: constant, batch_size: 16, buffer_init_steps: 100, buffer_size: 5000, \
                    tau: 0.01, init_entcoef: 0.01";
 
+/// The export passes its parity record (the training network's outputs) within 1e-5.
+fn assert_parity(onnx: &std::path::Path, what: &str) {
+    let record: mlagents::policy::parity::ParityRecord = serde_json::from_slice(&std::fs::read(onnx.with_extension("parity.json")).unwrap()).unwrap();
+    let report = mlagents::run::check_parity(onnx, &record, 1e-5).unwrap();
+    assert!(report.passed, "{what}: {report:?}");
+}
+
+/// Two seeds of three above 0.9.
+fn assert_two_of_three(what: &str, scores: &[f32]) {
+    eprintln!("{what}: per seed {scores:?}");
+    let passed = scores.iter().filter(|s| **s > 0.9).count();
+    assert!(passed >= 2, "{what}: {passed} of 3 seeds reached 0.9: {scores:?}");
+}
+
 fn last5(returns: &[f32]) -> f32 {
     let tail = &returns[returns.len().saturating_sub(5)..];
     tail.iter().sum::<f32>() / tail.len().max(1) as f32
 }
 
 /// Trains on EntityGoal1D with three seeds (two must pass); each run's final checkpoint is
-/// exported in both layouts and checked against its parity record.
+/// exported in both layouts and checked against its parity record, and the first seed that
+/// learnt plays both exports on the live scene.
 fn solves_entity_goal(trainer: &str, hyperparameters: &str, max_steps: u64) {
     let mut scores = vec![];
+    let mut played_live = false;
     for seed in [1337, 1338, 1339] {
         let dir = temp_dir(&format!("attention-{trainer}-{seed}"));
         let run = LearnOptions { run_dir: Some(dir.clone()), ..LearnOptions::in_memory("sim:EntityGoal1D") };
@@ -55,17 +72,25 @@ fn solves_entity_goal(trainer: &str, hyperparameters: &str, max_steps: u64) {
             let stem = format!("1D-{layout}");
             let exported = export_checkpoint(&latest, &dir, &stem, ExportOptions { entity_layout: layout, ..Default::default() }, true).unwrap();
             assert!(exported.nn.is_none() && exported.nn_skipped.as_deref().is_some_and(|why| why.contains("use the ONNX export")), "{exported:?}");
-            let record: mlagents::policy::parity::ParityRecord = serde_json::from_slice(&std::fs::read(exported.parity.unwrap()).unwrap()).unwrap();
-            let report = mlagents::run::check_parity(&exported.onnx, &record, 1e-5).unwrap();
-            assert!(report.passed, "{trainer} seed {seed}, {layout} layout: {report:?}");
+            assert_eq!(exported.parity, Some(exported.onnx.with_extension("parity.json")));
+            assert_parity(&exported.onnx, &format!("{trainer} seed {seed}, {layout} layout"));
             let layouts = mlagents::run::Policy::load(&exported.onnx, Default::default()).unwrap().interface().unwrap().entity_layouts.clone();
             assert_eq!(layouts.values().copied().collect::<Vec<_>>(), [layout]);
+            if !played_live && scores.last().is_some_and(|s| *s > 0.9) {
+                // Live, for the first seed that learnt: Unity's checks of the model against the
+                // scene's spec pass, and played on the scene, the export (fed its own layout)
+                // scores as the training did.
+                let target = EnvTarget { env: "sim:EntityGoal1D".into(), behavior: None, base_port: None, timeout_wait: std::time::Duration::from_secs(60) };
+                let report = check_model(&exported.onnx, &target).unwrap();
+                assert!(report.passed(), "{}", report.text());
+                let played = common::play_file(&exported.onnx, "EntityGoal1D", true);
+                assert!(played.mean_reward > 0.9, "{trainer}, {layout} layout, played live: {played:?}");
+                played_live |= layout == EntityLayout::Natural;
+            }
         }
         let _ = std::fs::remove_dir_all(dir);
     }
-    eprintln!("EntityGoal1D ({trainer}): last-5 mean returns per seed {scores:?}");
-    let passed = scores.iter().filter(|s| **s > 0.9).count();
-    assert!(passed >= 2, "EntityGoal1D ({trainer}): {passed} of 3 seeds reached 0.9 in {max_steps} steps: {scores:?}");
+    assert_two_of_three(&format!("EntityGoal1D ({trainer}, {max_steps} steps): last-5 mean returns"), &scores);
 }
 
 #[test]
@@ -88,17 +113,12 @@ fn poca_solves_grouped_entity_goal_through_attention() {
         let dir = temp_dir(&format!("attention-poca-{seed}"));
         let run = LearnOptions { run_dir: Some(dir.clone()), ..LearnOptions::in_memory("sim:EntityGoal1DGroup") };
         let results = learn(&config("poca", PPO, 5000, seed), &run).unwrap();
-        let onnx = results["1D"].onnx.clone().expect("exported");
-        let record: mlagents::policy::parity::ParityRecord = serde_json::from_slice(&std::fs::read(onnx.with_extension("parity.json")).unwrap()).unwrap();
-        let report = mlagents::run::check_parity(&onnx, &record, 1e-5).unwrap();
-        assert!(report.passed, "seed {seed}: {report:?}");
+        assert_parity(results["1D"].onnx.as_ref().expect("exported"), &format!("poca seed {seed}"));
         let events = common::event_file(&dir.join("1D"));
         scores.push(common::scalars(&events, "Simple/Group Reward").last().copied().unwrap_or(f32::NAN));
         let _ = std::fs::remove_dir_all(dir);
     }
-    eprintln!("EntityGoal1DGroup (poca): last summary of the group reward per seed {scores:?}");
-    let passed = scores.iter().filter(|s| **s > 0.9).count();
-    assert!(passed >= 2, "EntityGoal1DGroup (poca): {passed} of 3 seeds reached 0.9 in 5000 steps: {scores:?}");
+    assert_two_of_three("EntityGoal1DGroup (poca, 5000 steps): last summary of the group reward", &scores);
 }
 
 /// A rank-2 observation without (VARIABLE_SIZE, NONE) is not an entity buffer; 0.28 refuses it

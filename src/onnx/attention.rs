@@ -5,7 +5,7 @@
 //! embedding of `[self, entity]`; the shared residual self-attention (LayerNorm, four heads
 //! scaled by √128, residual, LayerNorm) and its masked mean.
 
-use super::export::{linear, swish};
+use super::layers::{linear, swish};
 use super::{attr_int, attr_ints, GraphBuilder};
 use crate::policy::{names, PolicyError, Weights, ENTITY_EMBEDDING_SIZE};
 use crate::spec::EntityLayout;

@@ -5,6 +5,7 @@
 
 use crate::spec::model::{self, ModelInput};
 use super::attention::{entity_attention, EntityInput};
+use super::layers::{linear, swish};
 use super::{attr_float, attr_int, attr_ints, value_info, GraphBuilder, FLOAT, INT64};
 use crate::spec::entity_layout::{self, EntityLayout};
 use crate::policy::visual::{Step, LEAKY_SLOPE};
@@ -31,13 +32,6 @@ pub(crate) fn constant_output(g: &mut GraphBuilder, name: &str, dims: &[i64], da
     g.node_into("Constant", vec![], vec![tensor_attribute(dims, data)], name);
 }
 
-pub(super) fn linear(g: &mut GraphBuilder, x: String, weights: &Weights, weight: &str, bias: &str) -> Result<String, PolicyError> {
-    let w = weights.get(weight)?;
-    let b = weights.get(bias)?;
-    let w_name = g.constant(weight, &[w.shape[0] as i64, w.shape[1] as i64], w.data.clone());
-    let b_name = g.constant(bias, &[b.shape[0] as i64], b.data.clone());
-    Ok(g.node("Gemm", vec![x, w_name, b_name], vec![attr_int("transB", 1)], weight))
-}
 
 /// Which ML-Agents model interface to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -160,10 +154,6 @@ fn body(g: &mut GraphBuilder, description: &PolicyDescription, weights: &Weights
     Ok((inputs, h))
 }
 
-pub(super) fn swish(g: &mut GraphBuilder, x: String) -> String {
-    let s = g.node("Sigmoid", vec![x.clone()], vec![], "swish");
-    g.node("Mul", vec![x, s], vec![], "swish")
-}
 
 /// 0.28's `ConditionalEncoder` ([`crate::policy::conditioning`]): plain layers, then the
 /// hypernetwork layer, whose `[input, hidden]` matrix per row multiplies that row (`MatMul` of

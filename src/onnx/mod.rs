@@ -4,6 +4,7 @@
 
 mod attention;
 pub mod export;
+mod layers;
 
 use tract_onnx::pb::{
     attribute_proto::AttributeType, tensor_shape_proto::dimension, type_proto, AttributeProto, GraphProto, ModelProto,

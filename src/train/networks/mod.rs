@@ -173,6 +173,14 @@ impl Lstm {
         Self { weight_ih, weight_hh, bias_ih, bias_hh, hidden }
     }
 
+    /// [`Self::forward`] from `memories`, or from zeros with one sequence per row when None.
+    fn forward_from(&self, x: &Tensor, memories: Option<&Tensor>) -> (Tensor, Tensor) {
+        match memories {
+            Some(m) => self.forward(x, m),
+            None => self.forward(x, &Tensor::zeros([1, x.size()[0], 2 * self.hidden], (Kind::Float, x.device()))),
+        }
+    }
+
     /// Runs `x` (`[n_seq * L, input]`, sequence after sequence) from `memories`
     /// (`[1, n_seq, 2 * hidden]`); returns the outputs `[n_seq * L, hidden]` and the memories
     /// after each sequence `[1, n_seq, 2 * hidden]`.
@@ -286,15 +294,7 @@ impl Body {
     pub fn forward(&self, observations: &[Tensor], action: Option<&Tensor>, memories: Option<&Tensor>) -> (Tensor, Option<Tensor>) {
         let h = self.mlp(observations, action);
         let Some(lstm) = &self.lstm else { return (h, None) };
-        let zeros;
-        let start = match memories {
-            Some(m) => m,
-            None => {
-                zeros = Tensor::zeros([1, h.size()[0], 2 * lstm.hidden], (Kind::Float, h.device()));
-                &zeros
-            }
-        };
-        let (out, after) = lstm.forward(&h, start);
+        let (out, after) = lstm.forward_from(&h, memories);
         (out, Some(after))
     }
 

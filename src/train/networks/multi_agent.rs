@@ -175,15 +175,7 @@ impl MultiAgentCritic {
         }
         let mut after = None;
         if let Some(lstm) = &self.lstm {
-            let zeros;
-            let start = match memories {
-                Some(m) => m,
-                None => {
-                    zeros = Tensor::zeros([1, x.size()[0], 2 * lstm.hidden], (Kind::Float, x.device()));
-                    &zeros
-                }
-            };
-            let (out, memories_after) = lstm.forward(&x, start);
+            let (out, memories_after) = lstm.forward_from(&x, memories);
             x = out;
             after = Some(memories_after);
         }
