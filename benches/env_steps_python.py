@@ -1,11 +1,13 @@
-"""Environment steps per second with random actions, driven by the real mlagents_envs 0.28
-client, against the same `mlagents-sim` binary as benches/env_steps.rs.
+"""Environment steps per second with random actions, driven by the mlagents_envs client of the
+venv that runs it (the real 0.28, or our drop-in from python/), against the same
+`mlagents-sim` binary as benches/env_steps.rs.
 Usage: python env_steps_python.py PATH/TO/mlagents-sim [SCENE] [STEPS] [PORT]"""
 import json
 import sys
 import time
 
 import numpy as np
+import mlagents_envs
 from mlagents_envs.base_env import ActionTuple
 from mlagents_envs.environment import UnityEnvironment
 
@@ -30,5 +32,6 @@ for _ in range(steps):
     env.step()
 seconds = time.perf_counter() - start
 env.close()
-print(json.dumps({"client": "mlagents_envs 0.28.0", "scene": scene, "steps": steps, "agent_steps": agent_steps,
+client = "mlagents_envs drop-in (mlagents-rs)" if getattr(mlagents_envs, "IS_RUST_BACKEND", False) else "mlagents_envs 0.28.0"
+print(json.dumps({"client": client, "scene": scene, "steps": steps, "agent_steps": agent_steps,
                   "seconds": round(seconds, 3), "steps_per_second": round(steps / seconds, 1)}))

@@ -71,6 +71,20 @@ phase_peer() {
   local python="$venv/bin/python"
   step "peer test: mlagents_envs 0.28.0 drives mlagents-sim, every scene"
   peer "$python" tests/peer/peer_envs.py "$BIN/mlagents-sim"
+  step "drop-in: our mlagents_envs for Python (python/, maturin + pyo3) built and installed into its own venv"
+  local dropin recordings
+  dropin=$(scripts/dropin-venv.sh)
+  step "drop-in units: side channels, steps and timers (upstream's test cases) on the drop-in and on the real client"
+  peer "$dropin/bin/python" tests/peer/dropin_units.py
+  peer "$python" tests/peer/dropin_units.py
+  step "drop-in oracle: the drop-in and the real mlagents_envs 0.28 drive the same scenes; every field bit for bit"
+  recordings=$(mktemp -d)
+  peer "$python" tests/peer/dropin_oracle.py record "$BIN/mlagents-sim" "$recordings/real.npz" 6700 >/dev/null
+  peer "$dropin/bin/python" tests/peer/dropin_oracle.py record "$BIN/mlagents-sim" "$recordings/ours.npz" 6720 >/dev/null
+  peer "$python" tests/peer/dropin_oracle.py compare "$recordings/real.npz" "$recordings/ours.npz"
+  rm -rf "$recordings"
+  step "drop-in scenes: the real client's scene test above, unchanged, on the drop-in"
+  peer "$dropin/bin/python" tests/peer/peer_envs.py "$BIN/mlagents-sim" 6740
   step "peer fidelity: Unity-trained ONNX policies (onnxruntime) play mlagents-sim"
   peer "$python" tests/peer/peer_fidelity.py "$BIN/mlagents-sim" "$MODELS/onnx"
   step "peer ONNX parity: our tract runner against onnxruntime on every Unity-trained ONNX model"

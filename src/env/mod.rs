@@ -167,6 +167,8 @@ impl PendingEnvironment {
             needs_reset: true,
             closed: false,
             timeout,
+            caller_outgoing: Vec::new(),
+            caller_incoming: None,
         })
     }
 }
@@ -184,6 +186,10 @@ pub struct UnityEnvironment {
     needs_reset: bool,
     closed: bool,
     timeout: Duration,
+    /// Side-channel records framed by the caller, sent with the next message.
+    caller_outgoing: Vec<u8>,
+    /// The side-channel bytes of Unity's last message, kept when the caller frames channels.
+    caller_incoming: Option<Vec<u8>>,
 }
 
 impl UnityEnvironment {
@@ -302,13 +308,35 @@ impl UnityEnvironment {
         self.needs_reset
     }
 
+    /// Lets the caller frame and read side channels itself (the Python drop-in keeps
+    /// `mlagents_envs`' own `SideChannelManager`): from now on Unity's side-channel bytes are
+    /// kept as received ([`UnityEnvironment::received_side_channel_bytes`]) instead of being
+    /// dispatched to the channels registered here.
+    pub fn frame_side_channels_in_caller(&mut self) {
+        self.caller_incoming.get_or_insert_with(Vec::new);
+    }
+
+    /// Queues side-channel records the caller framed; they go with the next reset or step,
+    /// after the registered channels' records.
+    pub fn queue_side_channel_bytes(&mut self, records: &[u8]) {
+        self.caller_outgoing.extend_from_slice(records);
+    }
+
+    /// The side-channel bytes of Unity's last message, once the caller frames side channels
+    /// (empty otherwise).
+    pub fn received_side_channel_bytes(&self) -> &[u8] {
+        self.caller_incoming.as_deref().unwrap_or(&[])
+    }
+
     /// Answers Unity with side channels and a command (STEP with the actions, RESET, QUIT).
     fn send_input(&mut self, command: CommandProto) -> Result<(), EnvError> {
         if self.closed {
             return Err(EnvError::Closed);
         }
+        let mut side_channel = self.side_channels.take_outgoing(self.agreement.side_channel_api);
+        side_channel.append(&mut self.caller_outgoing);
         let mut input = UnityRlInputProto {
-            side_channel: self.side_channels.take_outgoing(self.agreement.side_channel_api),
+            side_channel,
             command: command as i32,
             ..Default::default()
         };
@@ -355,7 +383,10 @@ impl UnityEnvironment {
                 }
             }
         }
-        self.side_channels.process_incoming(&rl.side_channel)?;
+        match &mut self.caller_incoming {
+            Some(kept) => kept.clone_from(&rl.side_channel),
+            None => self.side_channels.process_incoming(&rl.side_channel)?,
+        }
         let mut steps = BTreeMap::new();
         for (name, spec) in &self.specs {
             let infos = rl.agent_infos.get(name).map(|l| l.value.as_slice()).unwrap_or(&[]);

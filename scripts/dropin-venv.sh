@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds our mlagents_envs drop-in (python/: the Python package and its Rust extension
+# mlagents_envs._native, with maturin, in the shared target folder) and installs it into its
+# own venv, created on first use with numpy and maturin from PyPI. Prints the venv's path.
+# Usage: scripts/dropin-venv.sh [--release]   (default: the dev profile the tests build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+require_cargo
+VENV=${MLAGENTS_DROPIN_VENV:-$HOME/.cache/mlagents-dropin-venv}
+PYTHON=${PYTHON:-python3}
+if [ ! -x "$VENV/bin/maturin" ]; then
+  "$PYTHON" -m venv "$VENV" >&2
+  "$VENV/bin/pip" install -q --disable-pip-version-check "maturin>=1.9,<2" "numpy>=1.23" >&2
+fi
+PROFILE=(--profile dev)
+[ "${1:-}" = "--release" ] && PROFILE=(--release)
+WHEELS=$(mktemp -d)
+trap 'rm -rf "$WHEELS"' EXIT
+"$VENV/bin/maturin" build -q "${PROFILE[@]}" -m python/Cargo.toml -i "$VENV/bin/python" --out "$WHEELS" >&2
+"$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --force-reinstall "$WHEELS"/*.whl >&2
+echo "$VENV"
