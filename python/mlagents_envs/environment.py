@@ -245,11 +245,8 @@ class UnityEnvironment(BaseEnv):
 
     def close(self) -> None:
         """Closes the connection and waits for the player to exit (killing it after
-        ``timeout_wait`` seconds)."""
-        if self._loaded:
-            self._close()
-        else:
-            raise UnityEnvironmentException("No Unity environment is loaded.")
+        ``timeout_wait`` seconds). Closing a closed environment does nothing (0.28 raises)."""
+        self._close()
 
     def _close(self, timeout: Optional[int] = None) -> None:
         self._loaded = False

@@ -15,10 +15,12 @@ _HEADER = 16 + 4
 
 
 class SideChannelManager:
-    """Routes Unity's side-channel messages to the registered channels and frames theirs."""
+    """Routes Unity's side-channel messages to the registered channels and frames theirs.
+    A channel Unity writes to that nobody registered is warned about once."""
 
     def __init__(self, side_channels: Optional[List[SideChannel]]):
         self._side_channels_dict = self._get_side_channels_dict(side_channels)
+        self._warned_unknown: set = set()
 
     def process_side_channel_message(self, data: bytes) -> None:
         """Delivers every message in ``data``; unknown channels are logged and skipped."""
@@ -41,7 +43,10 @@ class SideChannelManager:
             offset += length
             channel = self._side_channels_dict.get(channel_id)
             if channel is None:
-                logger.warning(f"Unknown side channel data received. Channel type: {channel_id}.")
+                # Once per channel (0.28 warns at every message: Unity's stats every step).
+                if channel_id not in self._warned_unknown:
+                    self._warned_unknown.add(channel_id)
+                    logger.warning(f"Unknown side channel data received. Channel type: {channel_id}.")
             else:
                 channel.on_message_received(IncomingMessage(payload))
 

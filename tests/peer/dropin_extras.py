@@ -1,0 +1,90 @@
+"""What the mlagents_envs drop-in does beyond 0.28 (run in the drop-in's venv):
+
+- `base_port=0`: two environments at once, each on a free port the system picked;
+- `file_name="sim:SCENE"`: a stand-in scene found through MLAGENTS_SIM;
+- the GIL is released while waiting for Unity: another Python thread keeps counting while
+  one waits for a player that stopped answering (counted, not timed);
+- `close()` twice does nothing, and a closed environment refuses `step()` with 0.28's
+  `UnityEnvironmentException`;
+- a discrete action outside its branch is refused with `UnityActionException`;
+- `import mlagents_envs` pulls in neither protobuf nor grpc.
+
+Usage: MLAGENTS_SIM=PATH/TO/mlagents-sim python dropin_extras.py
+"""
+import sys
+import threading
+
+import numpy as np
+from mlagents_envs.base_env import ActionTuple
+from mlagents_envs.environment import UnityEnvironment
+from mlagents_envs.exception import UnityActionException, UnityEnvironmentException, UnityTimeOutException
+
+failures = []
+
+
+def check(condition, what):
+    print(("ok   " if condition else "FAIL ") + what)
+    if not condition:
+        failures.append(what)
+
+
+check(not any(name.startswith(("google.protobuf", "grpc")) for name in sys.modules),
+      "importing mlagents_envs loads neither protobuf nor grpc")
+
+first = UnityEnvironment("sim:3DBall", base_port=0, no_graphics=True)
+second = UnityEnvironment("sim:GridWorldVector", base_port=0, no_graphics=True)
+check(first._port != 0 and second._port != 0 and first._port != second._port,
+      f"base_port=0: two environments on free ports {first._port} and {second._port}")
+
+# While one thread waits for a player that stopped answering (the stand-in's hang fault),
+# another thread counts: with the GIL held during the wait it could not count at all.
+hanging = UnityEnvironment("sim:3DBall", base_port=0, no_graphics=True, timeout_wait=2,
+                           additional_args=["--fault", "hang@2"])
+counted = [0]
+waiting = threading.Event()
+
+
+def count():
+    while not waiting.is_set():
+        pass
+    while waiting.is_set():
+        counted[0] += 1
+
+
+counter = threading.Thread(target=count)
+counter.start()
+hanging.reset()
+before = counted[0]
+waiting.set()
+try:
+    hanging.step()
+except UnityTimeOutException:
+    pass
+during = counted[0] - before
+waiting.clear()
+counter.join()
+hanging.close()
+check(during > 100000, f"the GIL is released while waiting for Unity ({during} counts by another thread during a 2 s wait)")
+
+second.reset()
+name = next(iter(second.behavior_specs))
+decisions, _ = second.get_steps(name)
+try:
+    second.set_actions(name, ActionTuple(discrete=np.full((len(decisions), 1), 7, dtype=np.int32)))
+    second.step()
+    check(False, "a discrete action outside its branch is refused")
+except UnityActionException as error:
+    check("outside" in str(error), f"a discrete action outside its branch is refused: {error}")
+
+first.close()
+first.close()
+check(True, "close() twice does nothing")
+try:
+    first.step()
+    check(False, "a closed environment refuses step()")
+except UnityEnvironmentException:
+    check(True, "a closed environment refuses step() with UnityEnvironmentException")
+second.close()
+
+print(f"{'all passed' if not failures else f'{len(failures)} failed'}")
+sys.exit(1 if failures else 0)
