@@ -87,6 +87,8 @@ phase_peer() {
   peer "$dropin/bin/python" tests/peer/peer_envs.py "$BIN/mlagents-sim" 6740
   step "drop-in extras: free ports, sim:SCENE, the GIL released while waiting, close twice, actions out of range"
   MLAGENTS_SIM="$BIN/mlagents-sim" peer "$dropin/bin/python" tests/peer/dropin_extras.py
+  step "drop-in wrappers: players stepped in one call, gymnasium's check_env, PettingZoo's parallel and AEC api tests"
+  MLAGENTS_SIM="$BIN/mlagents-sim" peer "$dropin/bin/python" -W ignore tests/peer/dropin_wrappers.py
   step "peer fidelity: Unity-trained ONNX policies (onnxruntime) play mlagents-sim"
   peer "$python" tests/peer/peer_fidelity.py "$BIN/mlagents-sim" "$MODELS/onnx"
   step "peer ONNX parity: our tract runner against onnxruntime on every Unity-trained ONNX model"

@@ -166,27 +166,13 @@ class UnityEnvironment(BaseEnv):
         if not self._loaded:
             raise UnityEnvironmentException("No Unity environment is loaded.")
 
-    def _exchange(self, method) -> None:
+    def _outgoing_side_channels(self) -> bytes:
+        """The side channels' queued messages, framed, for the next exchange."""
         self._assert_loaded()
-        outgoing = bytes(self._side_channel_manager.generate_side_channel_messages())
-        incoming = self._call(method, outgoing)
-        self._env_specs = {name: _spec_from_native(spec) for name, spec in self._native.behavior_specs().items()}
-        self._env_state = {}
-        self._env_actions = {}
-        self._side_channel_manager.process_side_channel_message(incoming)
+        return bytes(self._side_channel_manager.generate_side_channel_messages())
 
-    def reset(self) -> None:
-        """Starts new episodes (and sends the side channels' queued messages)."""
-        self._exchange(self._native.reset)
-        self._is_first_message = False
-
-    @timed
-    def step(self) -> None:
-        """Sends the actions set (zeros for behaviors with none) and waits for the next
-        decisions. The first call resets, as in 0.28."""
-        if self._is_first_message:
-            return self.reset()
-        self._assert_loaded()
+    def _send_actions(self) -> None:
+        """Hands the actions set since the last exchange to the Rust client."""
         for name, action in self._env_actions.items():
             self._call(
                 self._native.set_actions,
@@ -194,7 +180,28 @@ class UnityEnvironment(BaseEnv):
                 np.ascontiguousarray(action.continuous, dtype=np.float32),
                 np.ascontiguousarray(action.discrete, dtype=np.int32),
             )
-        self._exchange(self._native.step)
+
+    def _after_exchange(self, incoming: bytes) -> None:
+        """Takes in the specs, forgets the last steps and actions, reads Unity's side channels."""
+        self._env_specs = {name: _spec_from_native(spec) for name, spec in self._native.behavior_specs().items()}
+        self._env_state = {}
+        self._env_actions = {}
+        self._is_first_message = False
+        self._side_channel_manager.process_side_channel_message(incoming)
+
+    def reset(self) -> None:
+        """Starts new episodes (and sends the side channels' queued messages)."""
+        self._after_exchange(self._call(self._native.reset, self._outgoing_side_channels()))
+
+    @timed
+    def step(self) -> None:
+        """Sends the actions set (zeros for behaviors with none) and waits for the next
+        decisions. The first call resets, as in 0.28."""
+        if self._is_first_message:
+            return self.reset()
+        outgoing = self._outgoing_side_channels()
+        self._send_actions()
+        self._after_exchange(self._call(self._native.step, outgoing))
 
     @property
     def behavior_specs(self) -> BehaviorMapping:

@@ -246,11 +246,68 @@ impl Environment {
     }
 }
 
+/// Steps (or with `reset`, resets) several environments in one call, with the GIL released:
+/// each gets its framed side-channel records and its actions first, then all are awaited,
+/// so their players simulate side by side. An environment not reset yet is reset (as `step`
+/// does). Returns each environment's side-channel bytes from Unity; the first error is
+/// raised once every environment sent to has been awaited (none is left mid-exchange).
+#[pyfunction]
+#[pyo3(signature = (environments, side_channels, reset=false))]
+fn step_all<'py>(py: Python<'py>, environments: Vec<PyRef<'py, Environment>>, side_channels: Vec<Vec<u8>>, reset: bool) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    if environments.len() != side_channels.len() {
+        return Err(raise(EnvError::Options(format!(
+            "{} environments but {} side-channel buffers",
+            environments.len(),
+            side_channels.len()
+        ))));
+    }
+    let mutexes: Vec<&Mutex<Option<UnityEnvironment>>> = environments.iter().map(|e| &e.inner).collect();
+    let received = py.detach(|| -> Result<Vec<Vec<u8>>, EnvError> {
+        let mut guards: Vec<_> = mutexes.iter().map(|m| m.lock().unwrap_or_else(|p| p.into_inner())).collect();
+        let mut first_error = None;
+        // Send to every environment first (a reset is a whole exchange), then await them.
+        let mut awaiting = Vec::with_capacity(guards.len());
+        for (guard, records) in guards.iter_mut().zip(&side_channels) {
+            let Some(env) = guard.as_mut() else {
+                first_error.get_or_insert(EnvError::Closed);
+                awaiting.push(None);
+                continue;
+            };
+            env.queue_side_channel_bytes(records);
+            let resetting = reset || env.needs_reset();
+            let result = if resetting { env.reset_send() } else { env.step_send() };
+            awaiting.push(result.is_ok().then_some(resetting));
+            if let Err(e) = result {
+                first_error.get_or_insert(e);
+            }
+        }
+        let mut received = Vec::with_capacity(guards.len());
+        for (guard, awaiting) in guards.iter_mut().zip(awaiting) {
+            let Some(env) = guard.as_mut() else {
+                received.push(Vec::new());
+                continue;
+            };
+            let result = match awaiting {
+                Some(true) => env.reset_receive(),
+                Some(false) => env.step_receive(),
+                None => Ok(()),
+            };
+            if let Err(e) = result {
+                first_error.get_or_insert(e);
+            }
+            received.push(env.received_side_channel_bytes().to_vec());
+        }
+        first_error.map_or(Ok(received), Err)
+    });
+    Ok(received.map_err(raise)?.iter().map(|bytes| PyBytes::new(py, bytes)).collect())
+}
+
 /// The module `mlagents_envs._native`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("NativeError", m.py().get_type::<NativeError>())?;
     m.add_class::<Environment>()?;
+    m.add_function(wrap_pyfunction!(step_all, m)?)?;
     Ok(())
 }

@@ -277,7 +277,18 @@ impl UnityEnvironment {
 
     /// Resets the environment (and sends queued side-channel messages).
     pub fn reset(&mut self) -> Result<(), EnvError> {
-        self.send_input(CommandProto::Reset)?;
+        self.reset_send()?;
+        self.reset_receive()
+    }
+
+    /// First half of [`UnityEnvironment::reset`]: sends RESET (to reset several
+    /// environments side by side).
+    pub fn reset_send(&mut self) -> Result<(), EnvError> {
+        self.send_input(CommandProto::Reset)
+    }
+
+    /// Second half of [`UnityEnvironment::reset`]: waits for the new episodes' decisions.
+    pub fn reset_receive(&mut self) -> Result<(), EnvError> {
         self.receive("reset")?;
         self.needs_reset = false;
         Ok(())
