@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds our mlagents_envs drop-in (python/: the Python package and its Rust extension
 # mlagents_envs._native, with maturin, in the shared target folder) and installs it into its
-# own venv, created on first use with numpy and maturin from PyPI (and gymnasium and PettingZoo
-# for the wrappers' tests). Prints the venv's path.
+# own venv, created on first use with numpy and maturin from PyPI (and gymnasium, PettingZoo
+# and ray[rllib] for the wrappers' tests, about 400 MB). Prints the venv's path.
 # Usage: scripts/dropin-venv.sh [--release]   (default: the dev profile the tests build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,10 +10,10 @@ source scripts/lib.sh
 require_cargo
 VENV=${MLAGENTS_DROPIN_VENV:-$HOME/.cache/mlagents-dropin-venv}
 PYTHON=${PYTHON:-python3}
-# gymnasium and PettingZoo for the wrappers' tests (gymnasium at ray 2.60's pin).
-if [ ! -x "$VENV/bin/maturin" ] || ! "$VENV/bin/python" -c 'import numpy, gymnasium, pettingzoo' 2>/dev/null; then
+# gymnasium, PettingZoo and ray[rllib] 2.60 (numpy 2, protobuf 7) for the wrappers' tests.
+if [ ! -x "$VENV/bin/maturin" ] || ! "$VENV/bin/python" -c 'import numpy, gymnasium, pettingzoo, ray.rllib' 2>/dev/null; then
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV" >&2
-  "$VENV/bin/pip" install -q --disable-pip-version-check "maturin>=1.9,<2" "numpy>=1.23" "gymnasium==1.2.2" "pettingzoo==1.27.0" >&2
+  "$VENV/bin/pip" install -q --disable-pip-version-check "maturin>=1.9,<2" "numpy>=1.23" "gymnasium==1.2.2" "pettingzoo==1.27.0" "ray[rllib]==2.60.0" >&2
 fi
 PROFILE=(--profile dev)
 [ "${1:-}" = "--release" ] && PROFILE=(--release)

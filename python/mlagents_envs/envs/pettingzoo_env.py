@@ -17,7 +17,7 @@ from pettingzoo import ParallelEnv
 from pettingzoo.utils.conversions import parallel_to_aec
 
 from mlagents_envs.base_env import BaseEnv
-from mlagents_envs.envs.spaces import action_space, action_tuple, observation_of, observation_space
+from mlagents_envs.envs.spaces import action_space, action_tuple, observation_of, observation_space, zeros_like
 
 
 def agent_name(behavior: str, slot: int) -> str:
@@ -92,7 +92,7 @@ class UnityParallelEnv(ParallelEnv):
             batch = []
             for agent_id in decisions.agent_id:
                 name = self._names.get((behavior, int(agent_id)))
-                batch.append(actions[name] if name in actions and name in self.agents else _zeros_like(space))
+                batch.append(actions[name] if name in actions and name in self.agents else zeros_like(space))
             self._env.set_actions(behavior, action_tuple(spec.action_spec, batch))
         self._env.step()
         observations, rewards, terminations, truncations, infos = {}, {}, {}, {}, {}
@@ -116,7 +116,7 @@ class UnityParallelEnv(ParallelEnv):
         # with its last observation unreported; PettingZoo needs an entry for every live agent.
         for name in self.agents:
             if name not in observations:
-                observations[name] = _zeros_like(self.observation_space(name))
+                observations[name] = zeros_like(self.observation_space(name))
                 rewards[name], terminations[name], truncations[name], infos[name] = 0.0, False, False, {"no_decision": True}
         self.agents = [a for a in self.agents if not (terminations[a] or truncations[a])]
         return observations, rewards, terminations, truncations, infos
@@ -124,15 +124,6 @@ class UnityParallelEnv(ParallelEnv):
     def close(self) -> None:
         """Closes Unity."""
         self._env.close()
-
-
-def _zeros_like(space):
-    """A value of ``space`` with every number 0 (an agent's action or observation when it
-    has none to give)."""
-    sample = space.sample()
-    if isinstance(sample, tuple):
-        return tuple(part * 0 for part in sample)
-    return sample * 0
 
 
 def parallel_env(unity_env: BaseEnv, add_group_reward: bool = False) -> UnityParallelEnv:

@@ -49,3 +49,12 @@ def action_tuple(spec: ActionSpec, actions: list) -> ActionTuple:
         else:
             continuous[row], discrete[row] = action[0], np.reshape(action[1], (spec.discrete_size,))
     return ActionTuple(continuous=continuous, discrete=discrete)
+
+
+def zeros_like(space: spaces.Space) -> Any:
+    """A value of ``space`` with every number 0 (the action of an agent nobody acted for, or
+    the observation of one Unity did not report)."""
+    sample = space.sample()
+    if isinstance(sample, tuple):
+        return tuple(part * 0 for part in sample)
+    return sample * 0

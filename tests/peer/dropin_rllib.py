@@ -1,0 +1,87 @@
+"""The drop-in beside ray[rllib] 2.60 (numpy 2, protobuf 7, gymnasium 1.2.2), in one venv:
+
+- `import mlagents_envs` works there (the real 0.28 does not import beside protobuf 7);
+- `mlagents_envs.rllib.UnityMultiAgentEnv` passes RLlib's own multi-agent env check
+  (`check_multiagent_environments`) on 3DBall, Ghost1D (two behaviors) and CoopReach1D (a
+  group whose agents get new ids), and RLlib's `MultiAgentEpisode` records 600 steps of random
+  play of each scene (with a horizon: `__all__` truncates, or every agent ended) without refusing any of it, as its
+  env runners would; every finished Unity episode reports its return.
+
+Not here (needs torch in this venv): training with RLlib's PPO on a Ray cluster.
+
+Usage: MLAGENTS_SIM=PATH/TO/mlagents-sim python dropin_rllib.py
+"""
+import sys
+
+import google.protobuf
+import numpy as np
+import ray
+from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+from ray.rllib.utils.pre_checks.env import check_multiagent_environments
+
+import mlagents_envs
+from mlagents_envs.rllib import UnityMultiAgentEnv, policy_of
+
+failures = []
+
+
+def check(condition, what):
+    print(("ok   " if condition else "FAIL ") + what)
+    if not condition:
+        failures.append(what)
+
+
+check(mlagents_envs.IS_RUST_BACKEND and np.__version__ >= "2" and google.protobuf.__version__.split(".")[0] >= "5",
+      f"mlagents_envs imports beside ray {ray.__version__} (numpy {np.__version__}, protobuf {google.protobuf.__version__})")
+
+for scene, horizon in (("3DBall", 250), ("Ghost1D", 300), ("CoopReach1D", 300)):
+    env = UnityMultiAgentEnv({"file_name": f"sim:{scene}", "horizon": horizon, "seed": 3})
+    try:
+        check_multiagent_environments(env)
+        check(True, f"{scene}: RLlib's check_multiagent_environments passes")
+    except Exception as error:  # noqa: BLE001 - reported as the failure
+        check(False, f"{scene}: RLlib's check_multiagent_environments: {type(error).__name__}: {error}")
+    episodes, returns, ids_seen = 0, [], set()
+    try:
+        for _ in range(600):
+            observations, infos = env.reset()
+            episode = MultiAgentEpisode(
+                observation_space={aid: env.get_observation_space(aid) for aid in observations},
+                action_space={aid: env.get_action_space(aid) for aid in observations},
+                agent_to_module_mapping_fn=policy_of,
+            )
+            episode.add_env_reset(observations=observations, infos=infos)
+            steps, finished = 0, set()
+            acting = list(observations)
+            while not episode.is_done:
+                # As RLlib's env runners do: actions for the agents that got an observation and
+                # are not done.
+                actions = {aid: env.get_action_space(aid).sample() for aid in acting}
+                observations, rewards, terminateds, truncateds, infos = env.step(actions)
+                acting = [aid for aid in observations if not (terminateds.get(aid) or truncateds.get(aid))]
+                # RLlib gives every agent its space on first sight (MultiAgentEpisode.add_env_step).
+                for aid in observations:
+                    episode.observation_space[aid] = env.get_observation_space(aid)
+                    episode.action_space[aid] = env.get_action_space(aid)
+                episode.add_env_step(observations, actions, rewards, infos, terminateds=terminateds, truncateds=truncateds)
+                ids_seen |= {(episodes, aid) for aid in observations}
+                done = {aid for aid in observations if terminateds.get(aid) or truncateds.get(aid)}
+                assert not (done & finished), f"ids {done & finished} got data after their episode ended"
+                finished |= done
+                returns += [info["episode_return"] for aid, info in infos.items() if aid in done]
+                steps += 1
+            episodes += 1
+            total_steps = total_steps + steps if episodes > 1 else steps
+            if total_steps >= 600:
+                break
+        behaviors = sorted({policy_of(aid) for _, aid in ids_seen})
+        check(episodes > 0 and returns and all(np.isfinite(returns)),
+              f"{scene}: MultiAgentEpisode records {episodes} RLlib episodes ({total_steps} steps, horizon {horizon}); "
+              f"{len(ids_seen)} agent ids over {behaviors}; {len(returns)} Unity episodes ended, "
+              f"mean return {np.mean(returns):.3f}")
+    except Exception as error:  # noqa: BLE001 - reported as the failure
+        check(False, f"{scene}: MultiAgentEpisode records random play: {type(error).__name__}: {error}")
+    env.close()
+
+print("all passed" if not failures else f"{len(failures)} failed")
+sys.exit(1 if failures else 0)
