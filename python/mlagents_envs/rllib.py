@@ -1,19 +1,22 @@
 """A Unity scene as an RLlib ``MultiAgentEnv`` for RLlib's new API stack (ray 2.54+, which no
 longer ships ``Unity3DEnv``).
 
-- Agent ids are ``"{behavior}#{unity agent id}.{k}"``, ``k`` counting the Unity episodes of that
-  agent in this RLlib episode: RLlib refuses data for an agent id whose episode has ended, and
-  Unity restarts agents under the same id. Map them to policies with
-  ``policy_mapping_fn=lambda agent_id, *args, **kwargs: agent_id.split("#")[0]``
-  (:func:`policy_of`).
-- Spaces come from the behavior specs (see ``mlagents_envs.envs.spaces``), looked up by the id's
-  behavior; ``possible_agents`` holds one template id per behavior (``"{behavior}#0.0"``).
-- A Unity terminal row gives the agent's final observation and reward, ``terminated`` when the
-  agent ended its episode, ``truncated`` when Unity interrupted it (max step), and the Unity
-  episode's return in its info (``"episode_return"``); a decision row of the same Unity agent
-  opens its next id.
-- The RLlib episode ends (``"__all__"`` truncated, every live agent given its observation and
-  reward) after ``horizon`` environment steps, if set.
+RLlib's env runners know each agent id before play (``possible_agents``: their connectors keep
+per-agent space structures) and refuse data for an agent whose episode has ended, while Unity
+restarts agents at once, often under new ids. So:
+
+- The k-th agent of a behavior asking for a decision when an RLlib episode starts is agent
+  ``"{behavior}#{k}"``; ``possible_agents`` holds the slots of the first reset. Map them to one
+  policy per behavior with ``policy_mapping_fn=policy_of`` (RLlib's module ids may not hold
+  ``?``: behavior ``3DBall?team=0`` is module ``3DBall_team0``, see :func:`module_id`).
+- An RLlib episode ends when any agent's Unity episode ends (that agent ``terminated``, or
+  ``truncated`` when Unity interrupted it, with its Unity episode's return in its info as
+  ``"episode_return"``) or after ``horizon`` environment steps: every other agent is then
+  ``truncated`` with its current observation, which PPO bootstraps from. The next ``reset()``
+  does not reset Unity (only the first does, or ``options={"reset_unity": True}``): the new
+  RLlib episode starts where Unity is, with the agents asking for a decision then.
+- Agents Unity adds in the middle of an RLlib episode act with zero actions until the next one.
+- Spaces come from the behavior specs (``mlagents_envs.envs.spaces``).
 - Each env runner starts its own player on a free port (``base_port=0``), seeded with
   ``seed + worker_index``, and closes it with the env (or at interpreter exit). A runner
   killed outright leaves its player without its trainer: the stand-ins then quit.
@@ -33,22 +36,21 @@ from mlagents_envs.environment import UnityEnvironment
 from mlagents_envs.envs.spaces import action_space, action_tuple, observation_of, observation_space, zeros_like
 
 
-def policy_of(agent_id: str, *args, **kwargs) -> str:
-    """The behavior (use it as the policy id) of an agent id; a ``policy_mapping_fn``."""
+def behavior_of(agent_id: str) -> str:
+    """The Unity behavior of an agent id."""
     return agent_id.split("#")[0]
 
 
-class _ByBehavior(dict):
-    """Spaces keyed by template id, found for any agent id of the same behavior."""
+def module_id(behavior: str) -> str:
+    """The RLlib module (policy) id of a behavior: its name with ``?team=N`` as ``_teamN`` and
+    any other character RLlib refuses in ids (those not allowed in file names) as ``_``."""
+    name = behavior.replace("?team=", "_team")
+    return "".join("_" if c in '<>:"/\\|?*' else c for c in name).rstrip(". ")
 
-    def __missing__(self, agent_id: str):
-        return dict.__getitem__(self, f"{policy_of(agent_id)}#0.0")
 
-    def get(self, agent_id, default=None):
-        try:
-            return self[agent_id]
-        except KeyError:
-            return default
+def policy_of(agent_id: str, *args, **kwargs) -> str:
+    """The module id of an agent's behavior; use it as the ``policy_mapping_fn``."""
+    return module_id(behavior_of(agent_id))
 
 
 class UnityMultiAgentEnv(MultiAgentEnv):
@@ -73,34 +75,48 @@ class UnityMultiAgentEnv(MultiAgentEnv):
         self._add_group_reward = bool(config.get("add_group_reward", True))
         self._env.reset()
         self._specs = dict(self._env.behavior_specs)
-        templates = [f"{behavior}#0.0" for behavior in self._specs]
-        self.observation_spaces = _ByBehavior({t: observation_space(self._specs[policy_of(t)]) for t in templates})
-        self.action_spaces = _ByBehavior({t: action_space(self._specs[policy_of(t)].action_spec) for t in templates})
-        self.possible_agents = templates
+        # (behavior, Unity agent id) -> RLlib agent id, for this RLlib episode.
+        self._slots: Dict[Tuple[str, int], str] = {}
+        self._slot_agents()
+        self.possible_agents = list(self._slots.values())
+        self.observation_spaces = {a: observation_space(self._specs[behavior_of(a)]) for a in self.possible_agents}
+        self.action_spaces = {a: action_space(self._specs[behavior_of(a)].action_spec) for a in self.possible_agents}
         self.agents = []
-        self._episodes: Dict[Tuple[str, int], int] = {}
-        self._returns: Dict[str, float] = {}
-        self._last: Dict[str, Any] = {}
+        self._returns: Dict[Tuple[str, int], float] = {}
+        self._unity_fresh = True
         self._steps = 0
+        self._last_observations: Dict[str, Any] = {}
+        self._episode_agents: set = set()
 
-    def _id(self, behavior: str, agent_id: int) -> str:
-        return f"{behavior}#{agent_id}.{self._episodes.get((behavior, agent_id), 0)}"
+    def _slot_agents(self) -> None:
+        """Gives the agents asking for a decision now their RLlib ids, slot by slot."""
+        self._slots = {}
+        for behavior in self._specs:
+            for slot, agent_id in enumerate(self._env.get_steps(behavior)[0].agent_id):
+                self._slots[(behavior, int(agent_id))] = f"{behavior}#{slot}"
 
     def _reward(self, batch, row: int) -> float:
         return float(batch.reward[row] + (batch.group_reward[row] if self._add_group_reward else 0.0))
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
-        """Resets Unity (the seed was given to the player at launch)."""
-        self._env.reset()
-        self._episodes, self._returns, self._last, self._steps = {}, {}, {}, 0
+        """Starts an RLlib episode where Unity is (the first call, or ``reset_unity`` in
+        ``options``, resets Unity; the seed was given to the player at launch)."""
+        if not self._unity_fresh and (options or {}).get("reset_unity", False):
+            self._env.reset()
+            self._returns = {}
+        self._unity_fresh = False
+        self._slot_agents()
+        self._steps = 0
         observations = {}
         for behavior in self._specs:
             decisions = self._env.get_steps(behavior)[0]
             for row, agent_id in enumerate(decisions.agent_id):
-                aid = self._id(behavior, int(agent_id))
-                observations[aid] = self._last[aid] = observation_of(decisions.obs, row)
-                self._returns[aid] = 0.0
+                aid = self._slots[(behavior, int(agent_id))]
+                if aid in self.possible_agents:
+                    observations[aid] = observation_of(decisions.obs, row)
         self.agents = list(observations)
+        self._episode_agents = set(observations)
+        self._last_observations = dict(observations)
         return observations, {aid: {} for aid in observations}
 
     def step(self, action_dict: Dict[str, Any]):
@@ -110,41 +126,46 @@ class UnityMultiAgentEnv(MultiAgentEnv):
             decisions = self._env.get_steps(behavior)[0]
             if len(decisions) == 0:
                 continue
-            space = self.action_spaces[f"{behavior}#0.0"]
-            batch = [action_dict.get(self._id(behavior, int(a)), zeros_like(space)) for a in decisions.agent_id]
+            space = action_space(spec.action_spec)
+            batch = [action_dict.get(self._slots.get((behavior, int(a))), zeros_like(space)) for a in decisions.agent_id]
             self._env.set_actions(behavior, action_tuple(spec.action_spec, batch))
         self._env.step()
         self._steps += 1
         observations, rewards, terminateds, truncateds, infos = {}, {}, {}, {}, {}
         for behavior in self._specs:
             decisions, terminals = self._env.get_steps(behavior)
+            # A terminal row comes first: it closes the Unity episode (its observation wins
+            # over the new episode's decision row of the same agent in this step).
             for row, agent_id in enumerate(terminals.agent_id):
-                aid = self._id(behavior, int(agent_id))
-                interrupted = bool(terminals.interrupted[row])
-                observations[aid], rewards[aid] = observation_of(terminals.obs, row), self._reward(terminals, row)
-                terminateds[aid], truncateds[aid] = not interrupted, interrupted
-                infos[aid] = {"episode_return": self._returns.pop(aid, 0.0) + rewards[aid], "interrupted": interrupted}
-                self._last.pop(aid, None)
-                self._episodes[(behavior, int(agent_id))] = self._episodes.get((behavior, int(agent_id)), 0) + 1
+                key = (behavior, int(agent_id))
+                reward = self._reward(terminals, row)
+                episode_return = self._returns.pop(key, 0.0) + reward
+                aid = self._slots.get(key)
+                if aid in self._episode_agents:
+                    interrupted = bool(terminals.interrupted[row])
+                    observations[aid], rewards[aid] = observation_of(terminals.obs, row), reward
+                    terminateds[aid], truncateds[aid] = not interrupted, interrupted
+                    infos[aid] = {"episode_return": episode_return, "interrupted": interrupted}
             for row, agent_id in enumerate(decisions.agent_id):
-                aid = self._id(behavior, int(agent_id))
-                observations[aid], rewards[aid] = observation_of(decisions.obs, row), self._reward(decisions, row)
-                self._returns[aid] = self._returns.get(aid, 0.0) + rewards[aid]
-                self._last[aid] = observations[aid]
-                infos[aid] = {}
-        all_done = self._horizon is not None and self._steps >= self._horizon
-        if all_done:
-            # Every live agent ends with the RLlib episode: its last observation and reward.
-            for aid, last in self._last.items():
+                key = (behavior, int(agent_id))
+                reward = self._reward(decisions, row)
+                self._returns[key] = self._returns.get(key, 0.0) + reward
+                aid = self._slots.get(key)
+                if aid in self._episode_agents and aid not in terminateds:
+                    observations[aid], rewards[aid], infos[aid] = observation_of(decisions.obs, row), reward, {}
+        self._last_observations.update(observations)
+        over = bool(terminateds) or (self._horizon is not None and self._steps >= self._horizon)
+        if over:
+            # Every agent of the episode ends with an observation to bootstrap from: its latest.
+            for aid in self._episode_agents:
                 if aid not in observations:
-                    observations[aid], rewards[aid], infos[aid] = last, 0.0, {}
-                truncateds[aid], terminateds[aid] = True, False
-                infos[aid] = {"episode_return": self._returns.get(aid, 0.0), "interrupted": True}
-        terminateds["__all__"], truncateds["__all__"] = False, all_done
-        self.agents = [aid for aid in observations]
+                    observations[aid], rewards[aid], infos[aid] = self._last_observations[aid], 0.0, {}
+                if aid not in terminateds:
+                    terminateds[aid], truncateds[aid] = False, True
+        terminateds["__all__"], truncateds["__all__"] = False, over
+        self.agents = list(observations)
         return observations, rewards, terminateds, truncateds, infos
 
     def close(self) -> None:
         """Closes the player."""
         self._env.close()
-

@@ -3,9 +3,10 @@
 - `import mlagents_envs` works there (the real 0.28 does not import beside protobuf 7);
 - `mlagents_envs.rllib.UnityMultiAgentEnv` passes RLlib's own multi-agent env check
   (`check_multiagent_environments`) on 3DBall, Ghost1D (two behaviors) and CoopReach1D (a
-  group whose agents get new ids), and RLlib's `MultiAgentEpisode` records 600 steps of random
-  play of each scene (with a horizon: `__all__` truncates, or every agent ended) without refusing any of it, as its
-  env runners would; every finished Unity episode reports its return.
+  group whose agents get new ids), and RLlib's `MultiAgentEpisode`, built as its env runners
+  build it (the spaces of `possible_agents`), records 600 steps of random play of each scene
+  without refusing any of it; every agent id stays within `possible_agents`, and every
+  finished Unity episode reports its return.
 
 Not here (needs torch in this venv): training with RLlib's PPO on a Ray cluster.
 
@@ -46,8 +47,8 @@ for scene, horizon in (("3DBall", 250), ("Ghost1D", 300), ("CoopReach1D", 300)):
         for _ in range(600):
             observations, infos = env.reset()
             episode = MultiAgentEpisode(
-                observation_space={aid: env.get_observation_space(aid) for aid in observations},
-                action_space={aid: env.get_action_space(aid) for aid in observations},
+                observation_space={aid: env.get_observation_space(aid) for aid in env.possible_agents},
+                action_space={aid: env.get_action_space(aid) for aid in env.possible_agents},
                 agent_to_module_mapping_fn=policy_of,
             )
             episode.add_env_reset(observations=observations, infos=infos)
@@ -59,16 +60,14 @@ for scene, horizon in (("3DBall", 250), ("Ghost1D", 300), ("CoopReach1D", 300)):
                 actions = {aid: env.get_action_space(aid).sample() for aid in acting}
                 observations, rewards, terminateds, truncateds, infos = env.step(actions)
                 acting = [aid for aid in observations if not (terminateds.get(aid) or truncateds.get(aid))]
-                # RLlib gives every agent its space on first sight (MultiAgentEpisode.add_env_step).
-                for aid in observations:
-                    episode.observation_space[aid] = env.get_observation_space(aid)
-                    episode.action_space[aid] = env.get_action_space(aid)
+                outside = set(observations) - set(env.possible_agents)
+                assert not outside, f"agent ids {outside} are not in possible_agents"
                 episode.add_env_step(observations, actions, rewards, infos, terminateds=terminateds, truncateds=truncateds)
                 ids_seen |= {(episodes, aid) for aid in observations}
                 done = {aid for aid in observations if terminateds.get(aid) or truncateds.get(aid)}
                 assert not (done & finished), f"ids {done & finished} got data after their episode ended"
                 finished |= done
-                returns += [info["episode_return"] for aid, info in infos.items() if aid in done]
+                returns += [info["episode_return"] for info in infos.values() if "episode_return" in info]
                 steps += 1
             episodes += 1
             total_steps = total_steps + steps if episodes > 1 else steps
