@@ -33,11 +33,33 @@ class DecisionStep(NamedTuple):
     group_reward: float
 
 
-def _index_of(agent_ids: np.ndarray) -> Dict[AgentId, int]:
-    return {int(agent_id): row for row, agent_id in enumerate(agent_ids)}
+class _AgentBatch:
+    """What DecisionSteps and TerminalSteps share: the batch's agent ids, their rows, length
+    and iteration over the ids."""
+
+    agent_id: np.ndarray
+    _agent_id_to_index: Optional[Dict[AgentId, int]] = None
+
+    @property
+    def agent_id_to_index(self) -> Dict[AgentId, int]:
+        """The row of each agent id in this batch."""
+        if self._agent_id_to_index is None:
+            self._agent_id_to_index = {int(agent_id): row for row, agent_id in enumerate(self.agent_id)}
+        return self._agent_id_to_index
+
+    def __len__(self) -> int:
+        return len(self.agent_id)
+
+    def __iter__(self) -> Iterator[AgentId]:
+        yield from self.agent_id
+
+    def _row_of(self, agent_id: AgentId, kind: str) -> int:
+        if agent_id not in self.agent_id_to_index:
+            raise KeyError(f"agent_id {agent_id} is not present in the {kind}")
+        return self.agent_id_to_index[agent_id]
 
 
-class DecisionSteps:
+class DecisionSteps(_AgentBatch):
     """The agents of one behavior that need an action, in Unity's order.
 
     - ``obs``: one float32 array per observation, shape (n, *observation shape);
@@ -53,22 +75,10 @@ class DecisionSteps:
         self.action_mask: Optional[List[np.ndarray]] = action_mask
         self.group_id: np.ndarray = group_id
         self.group_reward: np.ndarray = group_reward
-        self._agent_id_to_index: Optional[Dict[AgentId, int]] = None
-
-    @property
-    def agent_id_to_index(self) -> Dict[AgentId, int]:
-        """The row of each agent id in this batch."""
-        if self._agent_id_to_index is None:
-            self._agent_id_to_index = _index_of(self.agent_id)
-        return self._agent_id_to_index
-
-    def __len__(self) -> int:
-        return len(self.agent_id)
+        self._agent_id_to_index = None
 
     def __getitem__(self, agent_id: AgentId) -> DecisionStep:
-        if agent_id not in self.agent_id_to_index:
-            raise KeyError(f"agent_id {agent_id} is not present in the DecisionSteps")
-        row = self.agent_id_to_index[agent_id]
+        row = self._row_of(agent_id, "DecisionSteps")
         mask = None if self.action_mask is None else [branch[row] for branch in self.action_mask]
         return DecisionStep(
             obs=[batch[row] for batch in self.obs],
@@ -78,9 +88,6 @@ class DecisionSteps:
             group_id=self.group_id[row],
             group_reward=self.group_reward[row],
         )
-
-    def __iter__(self) -> Iterator[AgentId]:
-        yield from self.agent_id
 
     @staticmethod
     def empty(spec: "BehaviorSpec") -> "DecisionSteps":
@@ -106,7 +113,7 @@ class TerminalStep(NamedTuple):
     group_reward: float
 
 
-class TerminalSteps:
+class TerminalSteps(_AgentBatch):
     """The agents of one behavior whose episode ended at this step.
 
     ``interrupted`` (bool (n,)) is True where the episode was cut (max step reached), not
@@ -120,22 +127,10 @@ class TerminalSteps:
         self.agent_id: np.ndarray = agent_id
         self.group_id: np.ndarray = group_id
         self.group_reward: np.ndarray = group_reward
-        self._agent_id_to_index: Optional[Dict[AgentId, int]] = None
-
-    @property
-    def agent_id_to_index(self) -> Dict[AgentId, int]:
-        """The row of each agent id in this batch."""
-        if self._agent_id_to_index is None:
-            self._agent_id_to_index = _index_of(self.agent_id)
-        return self._agent_id_to_index
-
-    def __len__(self) -> int:
-        return len(self.agent_id)
+        self._agent_id_to_index = None
 
     def __getitem__(self, agent_id: AgentId) -> TerminalStep:
-        if agent_id not in self.agent_id_to_index:
-            raise KeyError(f"agent_id {agent_id} is not present in the TerminalSteps")
-        row = self.agent_id_to_index[agent_id]
+        row = self._row_of(agent_id, "TerminalSteps")
         return TerminalStep(
             obs=[batch[row] for batch in self.obs],
             reward=self.reward[row],
@@ -144,9 +139,6 @@ class TerminalSteps:
             group_id=self.group_id[row],
             group_reward=self.group_reward[row],
         )
-
-    def __iter__(self) -> Iterator[AgentId]:
-        yield from self.agent_id
 
     @staticmethod
     def empty(spec: "BehaviorSpec") -> "TerminalSteps":

@@ -18,14 +18,8 @@ import numpy as np
 from mlagents_envs.base_env import ActionTuple
 from mlagents_envs.environment import UnityEnvironment
 from mlagents_envs.exception import UnityActionException, UnityEnvironmentException, UnityTimeOutException
+from report import check, finish
 
-failures = []
-
-
-def check(condition, what):
-    print(("ok   " if condition else "FAIL ") + what)
-    if not condition:
-        failures.append(what)
 
 
 check(not any(name.startswith(("google.protobuf", "grpc")) for name in sys.modules),
@@ -86,5 +80,4 @@ except UnityEnvironmentException:
     check(True, "a closed environment refuses step() with UnityEnvironmentException")
 second.close()
 
-print(f"{'all passed' if not failures else f'{len(failures)} failed'}")
-sys.exit(1 if failures else 0)
+finish()

@@ -12,7 +12,6 @@ Not here (needs torch in this venv): training with RLlib's PPO on a Ray cluster.
 
 Usage: MLAGENTS_SIM=PATH/TO/mlagents-sim python dropin_rllib.py
 """
-import sys
 
 import google.protobuf
 import numpy as np
@@ -22,14 +21,8 @@ from ray.rllib.utils.pre_checks.env import check_multiagent_environments
 
 import mlagents_envs
 from mlagents_envs.rllib import UnityMultiAgentEnv, policy_of
+from report import check, finish
 
-failures = []
-
-
-def check(condition, what):
-    print(("ok   " if condition else "FAIL ") + what)
-    if not condition:
-        failures.append(what)
 
 
 check(mlagents_envs.IS_RUST_BACKEND and np.__version__ >= "2" and google.protobuf.__version__.split(".")[0] >= "5",
@@ -42,7 +35,7 @@ for scene, horizon in (("3DBall", 250), ("Ghost1D", 300), ("CoopReach1D", 300)):
         check(True, f"{scene}: RLlib's check_multiagent_environments passes")
     except Exception as error:  # noqa: BLE001 - reported as the failure
         check(False, f"{scene}: RLlib's check_multiagent_environments: {type(error).__name__}: {error}")
-    episodes, returns, ids_seen = 0, [], set()
+    episodes, returns, ids_seen, total_steps = 0, [], set(), 0
     try:
         for _ in range(600):
             observations, infos = env.reset()
@@ -70,7 +63,7 @@ for scene, horizon in (("3DBall", 250), ("Ghost1D", 300), ("CoopReach1D", 300)):
                 returns += [info["episode_return"] for info in infos.values() if "episode_return" in info]
                 steps += 1
             episodes += 1
-            total_steps = total_steps + steps if episodes > 1 else steps
+            total_steps += steps
             if total_steps >= 600:
                 break
         behaviors = sorted({policy_of(aid) for _, aid in ids_seen})
@@ -82,5 +75,4 @@ for scene, horizon in (("3DBall", 250), ("Ghost1D", 300), ("CoopReach1D", 300)):
         check(False, f"{scene}: MultiAgentEpisode records random play: {type(error).__name__}: {error}")
     env.close()
 
-print("all passed" if not failures else f"{len(failures)} failed")
-sys.exit(1 if failures else 0)
+finish()

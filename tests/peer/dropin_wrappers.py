@@ -10,7 +10,6 @@ stand-in scenes (run in the drop-in's venv, which holds gymnasium 1.2.2 and Pett
 
 Usage: MLAGENTS_SIM=PATH/TO/mlagents-sim python dropin_wrappers.py
 """
-import sys
 import warnings
 
 import numpy as np
@@ -22,14 +21,8 @@ from mlagents_envs.environment import UnityEnvironment
 from mlagents_envs.envs.gymnasium_env import UnityToGymnasiumEnv
 from mlagents_envs.envs.pettingzoo_env import aec_env, parallel_env
 from mlagents_envs.vec_environment import VecUnityEnvironment
+from report import check, finish
 
-failures = []
-
-
-def check(condition, what):
-    print(("ok   " if condition else "FAIL ") + what)
-    if not condition:
-        failures.append(what)
 
 
 def record(step_players, players, steps=60):
@@ -109,5 +102,4 @@ for scene in ("3DBall", "Ghost1D", "CoopReach1DSameIds"):
     except Exception as error:  # noqa: BLE001 - reported as the failure
         check(False, f"aec_env on {scene} passes PettingZoo's api_test: {type(error).__name__}: {error}")
 
-print("all passed" if not failures else f"{len(failures)} failed")
-sys.exit(1 if failures else 0)
+finish()
