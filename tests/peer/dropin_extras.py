@@ -7,7 +7,8 @@
 - `close()` twice does nothing, and a closed environment refuses `step()` with 0.28's
   `UnityEnvironmentException`;
 - a discrete action outside its branch is refused with `UnityActionException`;
-- `import mlagents_envs` pulls in neither protobuf nor grpc.
+- `import mlagents_envs` pulls in neither protobuf nor grpc;
+- `registry.default_registry` lists the stand-in scenes offline and makes them.
 
 Usage: MLAGENTS_SIM=PATH/TO/mlagents-sim python dropin_extras.py
 """
@@ -79,5 +80,24 @@ try:
 except UnityEnvironmentException:
     check(True, "a closed environment refuses step() with UnityEnvironmentException")
 second.close()
+
+from mlagents_envs.registry import SimRegistryEntry, UnityEnvRegistry, default_registry  # noqa: E402
+
+scenes = list(default_registry)
+ball = default_registry["3DBall"].make(base_port=0, no_graphics=True)
+ball.reset()
+agents = len(ball.get_steps(next(iter(ball.behavior_specs)))[0])
+ball.close()
+check(len(scenes) >= 30 and "GridWorld" in default_registry and agents == 12,
+      f"default_registry lists {len(scenes)} stand-in scenes offline; its 3DBall makes an environment of {agents} agents")
+mine = UnityEnvRegistry()
+mine.register(SimRegistryEntry("Basic", "one agent"))
+check(list(mine) == ["Basic"] and mine["Basic"].description == "one agent", "a registry of one registered entry")
+mine.clear()
+try:
+    mine["Basic"]
+    check(False, "a cleared registry forgets its entries")
+except KeyError:
+    check(True, "a cleared registry forgets its entries")
 
 finish()
