@@ -153,14 +153,9 @@ class UnityEnvironment(BaseEnv):
             raise _ERROR_CLASSES.get(kind, UnityEnvironmentException)(message) from error
 
     def _executable_args(self) -> List[str]:
-        """The player's arguments after the port, as 0.28 builds them."""
-        args: List[str] = []
-        if self._no_graphics:
-            args += ["-nographics", "-batchmode"]
-        args += [self.PORT_COMMAND_LINE_ARG, str(self._port)]
-        if self._log_folder and not any(a.lower() == "-logfile" for a in self._additional_args):
-            args += ["-logFile", f"{self._log_folder}/Player-{self._worker_id}.log"]
-        return args + self._additional_args
+        """The player's arguments, as 0.28 builds them (and the Rust client launched it with)."""
+        log_folder = None if self._log_folder is None else str(self._log_folder)
+        return _native.player_arguments(self._port, self._worker_id, self._no_graphics, log_folder, self._additional_args)
 
     def _assert_loaded(self) -> None:
         if not self._loaded:
@@ -182,8 +177,9 @@ class UnityEnvironment(BaseEnv):
             )
 
     def _after_exchange(self, incoming: bytes) -> None:
-        """Takes in the specs, forgets the last steps and actions, reads Unity's side channels."""
-        self._env_specs = {name: _spec_from_native(spec) for name, spec in self._native.behavior_specs().items()}
+        """Takes in new specs, forgets the last steps and actions, reads Unity's side channels."""
+        if self._native.behavior_count != len(self._env_specs):
+            self._env_specs = {name: _spec_from_native(spec) for name, spec in self._native.behavior_specs().items()}
         self._env_state = {}
         self._env_actions = {}
         self._is_first_message = False

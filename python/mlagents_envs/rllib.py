@@ -33,6 +33,7 @@ from typing import Any, Dict, Optional, Tuple
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
 from mlagents_envs.environment import UnityEnvironment
+from mlagents_envs.envs.agents import reward_of, slot_agents
 from mlagents_envs.envs.spaces import action_space, action_tuple, observation_of, observation_space, zeros_like
 
 
@@ -90,13 +91,7 @@ class UnityMultiAgentEnv(MultiAgentEnv):
 
     def _slot_agents(self) -> None:
         """Gives the agents asking for a decision now their RLlib ids, slot by slot."""
-        self._slots = {}
-        for behavior in self._specs:
-            for slot, agent_id in enumerate(self._env.get_steps(behavior)[0].agent_id):
-                self._slots[(behavior, int(agent_id))] = f"{behavior}#{slot}"
-
-    def _reward(self, batch, row: int) -> float:
-        return float(batch.reward[row] + (batch.group_reward[row] if self._add_group_reward else 0.0))
+        self._slots = slot_agents(self._env, self._specs, lambda behavior, slot: f"{behavior}#{slot}")
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
         """Starts an RLlib episode where Unity is (the first call, or ``reset_unity`` in
@@ -138,7 +133,7 @@ class UnityMultiAgentEnv(MultiAgentEnv):
             # over the new episode's decision row of the same agent in this step).
             for row, agent_id in enumerate(terminals.agent_id):
                 key = (behavior, int(agent_id))
-                reward = self._reward(terminals, row)
+                reward = reward_of(terminals, row, self._add_group_reward)
                 episode_return = self._returns.pop(key, 0.0) + reward
                 aid = self._slots.get(key)
                 if aid in self._episode_agents:
@@ -148,7 +143,7 @@ class UnityMultiAgentEnv(MultiAgentEnv):
                     infos[aid] = {"episode_return": episode_return, "interrupted": interrupted}
             for row, agent_id in enumerate(decisions.agent_id):
                 key = (behavior, int(agent_id))
-                reward = self._reward(decisions, row)
+                reward = reward_of(decisions, row, self._add_group_reward)
                 self._returns[key] = self._returns.get(key, 0.0) + reward
                 aid = self._slots.get(key)
                 if aid in self._episode_agents and aid not in terminateds:

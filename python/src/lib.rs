@@ -32,7 +32,8 @@ fn error_kind(error: &EnvError) -> &'static str {
         EnvError::ExecutableNotFound { .. } | EnvError::SimNotFound { .. } | EnvError::Launch { .. } => "environment",
         EnvError::UnknownBehavior { .. } | EnvError::InvalidAction { .. } => "action",
         EnvError::InvalidData { field, .. } if field == "reward" || field == "group_reward" => "not_finite",
-        EnvError::InvalidData { detail, .. } if detail.contains("NaN") || detail.contains("inf") => "not_finite",
+        // An observation value that is not finite: "value K is NaN" / "is inf" / "is -inf".
+        EnvError::InvalidData { detail, .. } if detail.ends_with(" is NaN") || detail.ends_with("inf") => "not_finite",
         EnvError::InvalidData { .. } => "observation",
         EnvError::SideChannel(_) => "environment",
         EnvError::Options(_) | EnvError::Closed => "environment",
@@ -170,6 +171,13 @@ impl Environment {
         self.exchange(py, side_channel, false)
     }
 
+    /// How many behaviors have a spec so far (specs are only ever added, so a caller that
+    /// keeps them converted needs to read them again only when this grows).
+    #[getter]
+    fn behavior_count(&self) -> PyResult<usize> {
+        self.with(|env| Ok(env.behavior_specs().len()))
+    }
+
     /// {name: ([(shape, dimension properties, observation type, name)], (continuous size,
     /// discrete branches))} for every behavior seen so far.
     fn behavior_specs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -262,6 +270,12 @@ fn step_all<'py>(py: Python<'py>, environments: Vec<PyRef<'py, Environment>>, si
         ))));
     }
     let mutexes: Vec<&Mutex<Option<UnityEnvironment>>> = environments.iter().map(|e| &e.inner).collect();
+    // The same environment twice would wait on its own lock forever.
+    for (i, m) in mutexes.iter().enumerate() {
+        if mutexes[..i].iter().any(|other| std::ptr::eq(*other, *m)) {
+            return Err(raise(EnvError::Options(format!("environment {i} is given twice; each environment steps once per call"))));
+        }
+    }
     let received = py.detach(|| -> Result<Vec<Vec<u8>>, EnvError> {
         let mut guards: Vec<_> = mutexes.iter().map(|m| m.lock().unwrap_or_else(|p| p.into_inner())).collect();
         let mut first_error = None;
@@ -302,6 +316,21 @@ fn step_all<'py>(py: Python<'py>, environments: Vec<PyRef<'py, Environment>>, si
     Ok(received.map_err(raise)?.iter().map(|bytes| PyBytes::new(py, bytes)).collect())
 }
 
+/// The player's arguments after the executable, as ML-Agents builds them (the ones the
+/// Rust client launches players with).
+#[pyfunction]
+#[pyo3(signature = (port, worker_id, no_graphics, log_folder, additional_args))]
+fn player_arguments(port: u16, worker_id: u32, no_graphics: bool, log_folder: Option<PathBuf>, additional_args: Vec<String>) -> Vec<String> {
+    mlagents::env::player_arguments(port, worker_id, no_graphics, log_folder.as_deref(), &additional_args)
+}
+
+/// The executable a Unity build name resolves to (ML-Agents' rules, as the Rust client
+/// applies them), or None.
+#[pyfunction]
+fn resolve_executable(name: &str) -> Option<PathBuf> {
+    mlagents::env::resolve_executable(name).ok()
+}
+
 /// The module `mlagents_envs._native`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -309,5 +338,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NativeError", m.py().get_type::<NativeError>())?;
     m.add_class::<Environment>()?;
     m.add_function(wrap_pyfunction!(step_all, m)?)?;
+    m.add_function(wrap_pyfunction!(player_arguments, m)?)?;
+    m.add_function(wrap_pyfunction!(resolve_executable, m)?)?;
     Ok(())
 }

@@ -12,6 +12,7 @@
 
 Usage: MLAGENTS_SIM=PATH/TO/mlagents-sim python dropin_extras.py
 """
+import os
 import sys
 import threading
 
@@ -60,6 +61,18 @@ waiting.clear()
 counter.join()
 hanging.close()
 check(during > 100000, f"the GIL is released while waiting for Unity ({during} counts by another thread during a 2 s wait)")
+
+from mlagents_envs import env_utils  # noqa: E402
+from mlagents_envs import _native  # noqa: E402
+
+try:
+    _native.step_all([first._native, first._native], [b"", b""])
+    check(False, "stepping one environment twice in one call is refused")
+except _native.NativeError as error:
+    check("given twice" in str(error), f"stepping one environment twice in one call is refused: {error.args[1]}")
+check(env_utils.validate_environment_path(os.environ["MLAGENTS_SIM"]) == os.environ["MLAGENTS_SIM"]
+      and env_utils.validate_environment_path("/nonexistent/Build") is None,
+      "env_utils.validate_environment_path finds a build by its path and nothing for a missing one")
 
 second.reset()
 name = next(iter(second.behavior_specs))

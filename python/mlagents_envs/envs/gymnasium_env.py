@@ -7,6 +7,7 @@ from typing import Any, Dict, Optional, Tuple
 import gymnasium
 
 from mlagents_envs.base_env import BaseEnv
+from mlagents_envs.envs.agents import reward_of
 from mlagents_envs.envs.spaces import action_space, action_tuple, observation_of, observation_space
 from mlagents_envs.exception import UnityEnvironmentException
 
@@ -58,12 +59,12 @@ class UnityToGymnasiumEnv(gymnasium.Env):
         decisions, terminals = self._env.get_steps(self.name)
         if len(terminals) > 0:
             row = 0
-            reward = float(terminals.reward[row] + (terminals.group_reward[row] if self._add_group_reward else 0.0))
+            reward = reward_of(terminals, row, self._add_group_reward)
             interrupted = bool(terminals.interrupted[row])
             step = terminals[int(terminals.agent_id[row])]
             return observation_of(terminals.obs, row), reward, not interrupted, interrupted, {"step": step}
         decisions = self._single_decision()
-        reward = float(decisions.reward[0] + (decisions.group_reward[0] if self._add_group_reward else 0.0))
+        reward = reward_of(decisions, 0, self._add_group_reward)
         return observation_of(decisions.obs, 0), reward, False, False, {"step": decisions[int(decisions.agent_id[0])]}
 
     def close(self) -> None:

@@ -17,6 +17,7 @@ from pettingzoo import ParallelEnv
 from pettingzoo.utils.conversions import parallel_to_aec
 
 from mlagents_envs.base_env import BaseEnv
+from mlagents_envs.envs.agents import reward_of, slot_agents
 from mlagents_envs.envs.spaces import action_space, action_tuple, observation_of, observation_space, zeros_like
 
 
@@ -48,10 +49,7 @@ class UnityParallelEnv(ParallelEnv):
 
     def _name_agents(self) -> List[str]:
         """Names the agents asking for a decision now, slot by slot per behavior."""
-        self._names = {}
-        for behavior in self._specs:
-            for slot, agent_id in enumerate(self._env.get_steps(behavior)[0].agent_id):
-                self._names[(behavior, int(agent_id))] = agent_name(behavior, slot)
+        self._names = slot_agents(self._env, self._specs, agent_name)
         return list(self._names.values())
 
     @functools.lru_cache(maxsize=None)
@@ -61,9 +59,6 @@ class UnityParallelEnv(ParallelEnv):
     @functools.lru_cache(maxsize=None)
     def action_space(self, agent: str):
         return action_space(self._specs[behavior_of(agent)].action_spec)
-
-    def _reward(self, batch, row: int) -> float:
-        return float(batch.reward[row] + (batch.group_reward[row] if self._add_group_reward else 0.0))
 
     def reset(self, seed: Optional[int] = None, options: Optional[Dict] = None) -> Tuple[Dict[str, Any], Dict[str, Dict]]:
         """Resets Unity; the agents are those asking for a decision now (beyond the slots named
@@ -101,7 +96,7 @@ class UnityParallelEnv(ParallelEnv):
             for row, agent_id in enumerate(decisions.agent_id):
                 name = self._names.get((behavior, int(agent_id)))
                 if name in self.agents:
-                    observations[name], rewards[name] = observation_of(decisions.obs, row), self._reward(decisions, row)
+                    observations[name], rewards[name] = observation_of(decisions.obs, row), reward_of(decisions, row, self._add_group_reward)
                     terminations[name] = truncations[name] = False
                     infos[name] = {"agent_id": int(agent_id)}
             # A terminal row wins over the new episode's decision row of the same agent.
@@ -109,7 +104,7 @@ class UnityParallelEnv(ParallelEnv):
                 name = self._names.get((behavior, int(agent_id)))
                 if name in self.agents:
                     interrupted = bool(terminals.interrupted[row])
-                    observations[name], rewards[name] = observation_of(terminals.obs, row), self._reward(terminals, row)
+                    observations[name], rewards[name] = observation_of(terminals.obs, row), reward_of(terminals, row, self._add_group_reward)
                     terminations[name], truncations[name] = not interrupted, interrupted
                     infos[name] = {"agent_id": int(agent_id), "interrupted": interrupted}
         # An agent Unity did not report this step (it acts at a slower decision period) waits
