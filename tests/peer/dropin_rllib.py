@@ -5,10 +5,12 @@
   (`check_multiagent_environments`) on 3DBall, Ghost1D (two behaviors) and CoopReach1D (a
   group whose agents get new ids), and RLlib's `MultiAgentEpisode`, built as its env runners
   build it (the spaces of `possible_agents`), records 600 steps of random play of each scene
-  without refusing any of it; every agent id stays within `possible_agents`, and every
-  finished Unity episode reports its return.
+  without refusing any of it; every agent id stays within `possible_agents`, every finished
+  Unity episode reports its return, every RLlib episode starts with agents to act and nearly
+  every step observes some (a reset between Unity's decision steps once gave RLlib episodes of
+  1000 empty steps).
 
-Not here (needs torch in this venv): training with RLlib's PPO on a Ray cluster.
+Training with RLlib's PPO on a Ray cluster: dropin_rllib_cluster.py.
 
 Usage: MLAGENTS_SIM=PATH/TO/mlagents-sim python dropin_rllib.py
 """
@@ -35,10 +37,12 @@ for scene, horizon in (("3DBall", 250), ("Ghost1D", 300), ("CoopReach1D", 300)):
         check(True, f"{scene}: RLlib's check_multiagent_environments passes")
     except Exception as error:  # noqa: BLE001 - reported as the failure
         check(False, f"{scene}: RLlib's check_multiagent_environments: {type(error).__name__}: {error}")
-    episodes, returns, ids_seen, total_steps = 0, [], set(), 0
+    episodes, returns, ids_seen, total_steps, empty_resets, observed_steps = 0, [], set(), 0, 0, 0
+    env.drain_returns()
     try:
         for _ in range(600):
             observations, infos = env.reset()
+            empty_resets += not observations
             episode = MultiAgentEpisode(
                 observation_space={aid: env.get_observation_space(aid) for aid in env.possible_agents},
                 action_space={aid: env.get_action_space(aid) for aid in env.possible_agents},
@@ -61,6 +65,7 @@ for scene, horizon in (("3DBall", 250), ("Ghost1D", 300), ("CoopReach1D", 300)):
                 assert not (done & finished), f"ids {done & finished} got data after their episode ended"
                 finished |= done
                 returns += [info["episode_return"] for info in infos.values() if "episode_return" in info]
+                observed_steps += bool(observations)
                 steps += 1
             episodes += 1
             total_steps += steps
@@ -71,6 +76,12 @@ for scene, horizon in (("3DBall", 250), ("Ghost1D", 300), ("CoopReach1D", 300)):
               f"{scene}: MultiAgentEpisode records {episodes} RLlib episodes ({total_steps} steps, horizon {horizon}); "
               f"{len(ids_seen)} agent ids over {behaviors}; {len(returns)} Unity episodes ended, "
               f"mean return {np.mean(returns):.3f}")
+        drained = env.drain_returns()
+        check(empty_resets == 0 and observed_steps >= 0.9 * total_steps and len(drained) >= len(returns)
+              and (len(drained) > len(returns) or np.isclose(np.sum(drained), np.sum(returns))),
+              f"{scene}: every RLlib episode starts with agents ({empty_resets} empty resets), "
+              f"{observed_steps}/{total_steps} steps observe some agent, drain_returns gives all "
+              f"{len(drained)} Unity episode returns ({len(returns)} of them ended under an RLlib id)")
     except Exception as error:  # noqa: BLE001 - reported as the failure
         check(False, f"{scene}: MultiAgentEpisode records random play: {type(error).__name__}: {error}")
     env.close()
