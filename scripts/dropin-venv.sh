@@ -3,7 +3,10 @@
 # mlagents_envs._native, with maturin, in the shared target folder) and installs it into its
 # own venv, created on first use with numpy and maturin from PyPI (and gymnasium, PettingZoo
 # and ray[rllib] for the wrappers' tests, about 400 MB). Prints the venv's path.
-# Usage: scripts/dropin-venv.sh [--release]   (default: the dev profile the tests build)
+# --with-torch TORCH_VENV lends it the torch of our torch venv (scripts/torch-venv.sh; a .pth
+# file appends that venv's site-packages, so this venv's own packages come first) for RLlib's
+# PPO, instead of a second 5 GB torch.
+# Usage: scripts/dropin-venv.sh [--release] [--with-torch TORCH_VENV]   (default: dev profile)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -16,7 +19,17 @@ if [ ! -x "$VENV/bin/maturin" ] || ! "$VENV/bin/python" -c 'import numpy, gymnas
   "$VENV/bin/pip" install -q --disable-pip-version-check "maturin>=1.9,<2" "numpy>=1.23" "gymnasium==1.2.2" "pettingzoo==1.27.0" "ray[rllib]==2.60.0" >&2
 fi
 PROFILE=(--profile dev)
-[ "${1:-}" = "--release" ] && PROFILE=(--release)
+while [ $# -gt 0 ]; do
+  case $1 in
+    --release) PROFILE=(--release); shift ;;
+    --with-torch)
+      [ -x "${2:-}/bin/python" ] || { echo "--with-torch needs a venv (got '${2:-}')" >&2; exit 2; }
+      site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+      "$2/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/zz-torch-venv.pth"
+      shift 2 ;;
+    *) echo "unknown argument '$1' (usage: scripts/dropin-venv.sh [--release] [--with-torch TORCH_VENV])" >&2; exit 2 ;;
+  esac
+done
 WHEELS=$(mktemp -d)
 trap 'rm -rf "$WHEELS"' EXIT
 "$VENV/bin/maturin" build -q "${PROFILE[@]}" -m python/Cargo.toml -i "$VENV/bin/python" --out "$WHEELS" >&2

@@ -6,7 +6,8 @@
 #          against our binaries (venv installed into ~/.cache on first use); needs `rust` built;
 #   train  PPO on tch (the `train` feature; libtorch from PyPI's torch==2.13.0, installed into
 #          ~/.cache on first use), and the real mlagents-learn 0.28 (added to that venv) on a
-#          curriculum beside ours.
+#          curriculum beside ours; RLlib's PPO (torch lent to the drop-in's venv) on a Ray
+#          cluster of two nodes through the drop-in.
 # Prints the wall time of each step at the end.
 set -euo pipefail
 shopt -s inherit_errexit 2>/dev/null || true
@@ -130,6 +131,10 @@ phase_train() {
   peer "$torch_venv/bin/python" tests/peer/peer_curriculum.py "$BIN/mlagents-learn" "$BIN/mlagents-sim" tests/fixtures/config/Corridor_curriculum.yaml
   step "demonstration peer: the real 0.28 demo loader reads what mlagents-run --record-demo writes"
   peer "$torch_venv/bin/python" tests/peer/peer_demo.py "$BIN/mlagents-run" "$MODELS"
+  step "drop-in on a Ray cluster: RLlib PPO on two nodes (ray start), a player killed mid-run, 3x the first return"
+  local dropin
+  dropin=$(scripts/dropin-venv.sh --with-torch "$torch_venv")
+  MLAGENTS_SIM="$BIN/mlagents-sim" peer "$dropin/bin/python" -W ignore tests/peer/dropin_rllib_cluster.py
 }
 
 phases=("$@")
