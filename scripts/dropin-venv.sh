@@ -5,7 +5,7 @@
 # and ray[rllib] for the wrappers' tests, about 400 MB). Prints the venv's path.
 # --with-torch TORCH_VENV lends it the torch of our torch venv (scripts/torch-venv.sh; a .pth
 # file appends that venv's site-packages, so this venv's own packages come first) for RLlib's
-# PPO, instead of a second 5 GB torch.
+# PPO, instead of a second 5 GB torch, and installs stable-baselines3 2.9.2 beside it.
 # Usage: scripts/dropin-venv.sh [--release] [--with-torch TORCH_VENV]   (default: dev profile)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +26,9 @@ while [ $# -gt 0 ]; do
       [ -x "${2:-}/bin/python" ] || { echo "--with-torch needs a venv (got '${2:-}')" >&2; exit 2; }
       site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
       "$2/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/zz-torch-venv.pth"
+      # SB3 for its tests; --no-deps: its torch is the lent one, the rest is here already.
+      "$VENV/bin/python" -c 'import stable_baselines3' 2>/dev/null \
+        || "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps "stable-baselines3==2.9.2" >&2
       shift 2 ;;
     *) echo "unknown argument '$1' (usage: scripts/dropin-venv.sh [--release] [--with-torch TORCH_VENV])" >&2; exit 2 ;;
   esac

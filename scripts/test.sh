@@ -7,7 +7,7 @@
 #   train  PPO on tch (the `train` feature; libtorch from PyPI's torch==2.13.0, installed into
 #          ~/.cache on first use), and the real mlagents-learn 0.28 (added to that venv) on a
 #          curriculum beside ours; RLlib's PPO (torch lent to the drop-in's venv) on a Ray
-#          cluster of two nodes through the drop-in.
+#          cluster of two nodes and SB3's PPO through the drop-in.
 # Prints the wall time of each step at the end.
 set -euo pipefail
 shopt -s inherit_errexit 2>/dev/null || true
@@ -135,6 +135,8 @@ phase_train() {
   local dropin
   dropin=$(scripts/dropin-venv.sh --with-torch "$torch_venv")
   MLAGENTS_SIM="$BIN/mlagents-sim" peer "$dropin/bin/python" -W ignore tests/peer/dropin_rllib_cluster.py
+  step "drop-in vector envs: SB3 PPO through the SB3 VecEnv (3x), other action kinds, the gymnasium VectorEnv"
+  MLAGENTS_SIM="$BIN/mlagents-sim" peer "$dropin/bin/python" -W ignore tests/peer/dropin_sb3.py
 }
 
 phases=("$@")
