@@ -30,6 +30,7 @@ fn expected(scene: &str) -> Vec<(&'static str, Vec<Vec<usize>>, ActionSpec, usiz
         "SimpleVisualHybrid" => vec![("1D?team=0", vec![vec![20, 20, 3]], ActionSpec::hybrid(1, &[2]), 1)],
         "SimpleVisualAdvanced" => vec![("1D?team=0", vec![vec![36, 36, 3]], ActionSpec::discrete(&[2]), 1)],
         "SimpleVisualBoard" => vec![("1D?team=0", vec![vec![5, 5, 5]], ActionSpec::discrete(&[2]), 1)],
+        "SimpleVisualVector" => vec![("1D?team=0", vec![vec![1], vec![20, 20, 3], vec![20, 20, 3]], ActionSpec::discrete(&[2]), 1)],
         "Goal1DDiscrete" => vec![("1D?team=0", one.clone(), ActionSpec::discrete(&[2]), 1)],
         "Goal1DContinuous" => vec![("1D?team=0", one.clone(), ActionSpec::continuous(1), 1)],
         "MemoryHybrid" => vec![("1D?team=0", one, ActionSpec::hybrid(1, &[2]), 1)],

@@ -35,6 +35,7 @@ EXPECTED = {
     "SimpleVisualDiscrete": {"1D?team=0": ([(20, 20, 3)], 0, (2,), 1)},
     "SimpleVisualContinuous": {"1D?team=0": ([(20, 20, 3)], 1, (), 1)},
     "SimpleVisualHybrid": {"1D?team=0": ([(20, 20, 3)], 1, (2,), 1)},
+    "SimpleVisualVector": {"1D?team=0": ([(1,), (20, 20, 3), (20, 20, 3)], 0, (2,), 1)},
     "Memory1DDiscrete": {"1D?team=0": (ONE, 0, (2,), 1)},
     "Memory1DContinuous": {"1D?team=0": (ONE, 1, (), 1)},
     "MemoryHybrid": {"1D?team=0": (ONE, 1, (2,), 1)},

@@ -46,6 +46,7 @@ pub const SCENES: &[SceneInfo] = &[
     SceneInfo { name: "SimpleVisualContinuous", description: "test suite SimpleEnvironment, one 20x20x3 image, 1 continuous action" },
     SceneInfo { name: "SimpleVisualHybrid", description: "test suite SimpleEnvironment, one 20x20x3 image, 1 continuous + 1 branch of 2" },
     SceneInfo { name: "SimpleVisualAdvanced", description: "test suite SimpleEnvironment, one 36x36x3 image (nature_cnn, resnet), 1 branch of 2, step 0.5" },
+    SceneInfo { name: "SimpleVisualVector", description: "test suite SimpleEnvironment, two 20x20x3 images and the vector position, 1 branch of 2 (the gym wrapper's several-observation cases)" },
     SceneInfo { name: "SimpleVisualBoard", description: "test suite SimpleEnvironment, one 5x5x5 image (match3's board size), 1 branch of 2, step 0.5" },
     SceneInfo { name: "Goal1DDiscrete", description: "test suite SimpleEnvironment, the goal sign a GOAL_SIGNAL observation (hypernetwork conditioning), 1 branch of 2" },
     SceneInfo { name: "Goal1DContinuous", description: "test suite SimpleEnvironment, the goal sign a GOAL_SIGNAL observation (hypernetwork conditioning), 1 continuous action" },
@@ -97,6 +98,7 @@ pub fn build(name: &str) -> Option<Box<dyn Scene>> {
             };
             Box::new(SimpleScene::new(SimpleConfig { num_vector: 0, num_visual: 1, ..simple(c, d, 0.2) }))
         }
+        "SimpleVisualVector" => Box::new(SimpleScene::new(SimpleConfig { num_vector: 1, num_visual: 2, ..simple(0, 1, 0.2) })),
         "SimpleVisualAdvanced" | "SimpleVisualBoard" => {
             let visual_shape = if name == "SimpleVisualAdvanced" { [36, 36, 3] } else { [5, 5, 5] };
             Box::new(SimpleScene::new(SimpleConfig { num_vector: 0, num_visual: 1, visual_shape, ..simple(0, 1, 0.5) }))
