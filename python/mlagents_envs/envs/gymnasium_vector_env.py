@@ -13,42 +13,24 @@ Example::
     envs = RecordEpisodeStatistics(UnityVectorEnv("sim:3DBall", num_players=2))   # 24 sub-envs
 """
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from mlagents_envs.envs.slots import AgentSlots
-from mlagents_envs.vec_environment import VecUnityEnvironment
 
 
 class UnityVectorEnv(VectorEnv):
     """``num_players`` players of ``file_name`` (a build or ``"sim:SCENE"``, free ports, seeds
-    ``seed + i``), one sub-env per agent of ``behavior_name`` (the only behavior when None)."""
+    ``seed + i``), one sub-env per agent of ``behavior_name`` (the only behavior when None);
+    ``options`` are those of :meth:`AgentSlots.launch`."""
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
 
-    def __init__(
-        self,
-        file_name: str,
-        num_players: int = 1,
-        seed: int = 0,
-        behavior_name: Optional[str] = None,
-        no_graphics: bool = True,
-        timeout_wait: int = 60,
-        additional_args: Optional[List[str]] = None,
-        add_group_reward: bool = True,
-    ):
-        players = VecUnityEnvironment(
-            file_name, num_players, seed=seed, no_graphics=no_graphics, timeout_wait=timeout_wait,
-            additional_args=additional_args,
-        )
-        try:
-            self.slots = AgentSlots(players, behavior_name, add_group_reward)
-        except BaseException:
-            players.close()
-            raise
+    def __init__(self, file_name: str, num_players: int = 1, **options):
+        self.slots = AgentSlots.launch(file_name, num_players, **options)
         self.num_envs = self.slots.num_slots
         self.single_observation_space = self.slots.observation_space
         self.single_action_space = self.slots.action_space

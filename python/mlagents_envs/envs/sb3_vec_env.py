@@ -20,33 +20,15 @@ import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
 
 from mlagents_envs.envs.slots import AgentSlots
-from mlagents_envs.vec_environment import VecUnityEnvironment
 
 
 class UnityVecEnv(VecEnv):
     """``num_players`` players of ``file_name`` (a build or ``"sim:SCENE"``, free ports, seeds
-    ``seed + i``), one SB3 env per agent of ``behavior_name`` (the only behavior when None)."""
+    ``seed + i``), one SB3 env per agent of ``behavior_name`` (the only behavior when None);
+    ``options`` are those of :meth:`AgentSlots.launch`."""
 
-    def __init__(
-        self,
-        file_name: str,
-        num_players: int = 1,
-        seed: int = 0,
-        behavior_name: Optional[str] = None,
-        no_graphics: bool = True,
-        timeout_wait: int = 60,
-        additional_args: Optional[List[str]] = None,
-        add_group_reward: bool = True,
-    ):
-        players = VecUnityEnvironment(
-            file_name, num_players, seed=seed, no_graphics=no_graphics, timeout_wait=timeout_wait,
-            additional_args=additional_args,
-        )
-        try:
-            self.slots = AgentSlots(players, behavior_name, add_group_reward)
-        except BaseException:
-            players.close()
-            raise
+    def __init__(self, file_name: str, num_players: int = 1, **options):
+        self.slots = AgentSlots.launch(file_name, num_players, **options)
         self.render_mode = None
         self._actions: Optional[np.ndarray] = None
         super().__init__(self.slots.num_slots, self.slots.observation_space, self.slots.action_space)

@@ -91,6 +91,31 @@ class AgentSlots:
         self._actions = np.zeros((self.num_slots, *self._action_shape()), dtype=self._action_dtype())
         self._fresh = True
 
+    @classmethod
+    def launch(
+        cls,
+        file_name: str,
+        num_players: int = 1,
+        seed: int = 0,
+        behavior_name: Optional[str] = None,
+        no_graphics: bool = True,
+        timeout_wait: int = 60,
+        additional_args: Optional[List[str]] = None,
+        add_group_reward: bool = True,
+    ) -> "AgentSlots":
+        """Starts ``num_players`` players of ``file_name`` (a build or ``"sim:SCENE"``, free
+        ports, seeds ``seed + i``) and makes slots of their agents; the players are closed when
+        that fails."""
+        players = VecUnityEnvironment(
+            file_name, num_players, seed=seed, no_graphics=no_graphics, timeout_wait=timeout_wait,
+            additional_args=additional_args,
+        )
+        try:
+            return cls(players, behavior_name, add_group_reward)
+        except BaseException:
+            players.close()
+            raise
+
     def _action_shape(self) -> Tuple[int, ...]:
         action_spec = self.spec.action_spec
         return (action_spec.continuous_size,) if action_spec.is_continuous() else (action_spec.discrete_size,)
