@@ -86,6 +86,10 @@ phase_peer() {
   rm -rf "$recordings"
   step "drop-in scenes: the real client's scene test above, unchanged, on the drop-in"
   peer "$dropin/bin/python" tests/peer/peer_envs.py "$BIN/mlagents-sim" 6740
+  step "drop-in beside numpy 1.23.5 (alone in its venv): the real client's scene test, unchanged"
+  local oldest_numpy
+  oldest_numpy=$(scripts/dropin-venv.sh --oldest-numpy)
+  peer "$oldest_numpy/bin/python" tests/peer/peer_envs.py "$BIN/mlagents-sim" 6800
   step "drop-in extras: free ports, sim:SCENE, the GIL released while waiting, close twice, actions out of range, the registry"
   MLAGENTS_SIM="$BIN/mlagents-sim" peer "$dropin/bin/python" tests/peer/dropin_extras.py
   step "drop-in wrappers: players stepped in one call, gymnasium's check_env, PettingZoo's parallel and AEC api tests"
