@@ -94,7 +94,7 @@ phase_peer() {
   MLAGENTS_SIM="$BIN/mlagents-sim" peer "$dropin/bin/python" tests/peer/dropin_extras.py
   step "drop-in wrappers: players stepped in one call, gymnasium's check_env, PettingZoo's parallel and AEC api tests"
   MLAGENTS_SIM="$BIN/mlagents-sim" peer "$dropin/bin/python" -W ignore tests/peer/dropin_wrappers.py
-  step "drop-in gym cases: upstream's gym wrapper test cases (test_gym.py) on UnityToGymnasiumEnv"
+  step "drop-in gym cases: upstream's gym wrapper test cases (test_gym.py) on gym_unity's UnityToGymWrapper and UnityToGymnasiumEnv"
   MLAGENTS_SIM="$BIN/mlagents-sim" peer "$dropin/bin/python" -W ignore tests/peer/dropin_gym_cases.py
   step "drop-in RLlib: imports beside ray 2.60 (numpy 2, protobuf 7); RLlib's env check and MultiAgentEpisode on three scenes"
   MLAGENTS_SIM="$BIN/mlagents-sim" peer "$dropin/bin/python" -W ignore tests/peer/dropin_rllib.py
