@@ -37,7 +37,7 @@ def timed_sample(runner) -> dict:
 
 
 env_config = {"file_name": f"sim:{SCENE}", "horizon": 1000, "seed": 0}
-register_env("unity", lambda context: UnityMultiAgentEnv(context | env_config))
+register_env("unity", UnityMultiAgentEnv)
 ray.init(log_to_driver=False, include_dashboard=False)
 for runners in (1, 2):
     algorithm = (

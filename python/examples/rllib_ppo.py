@@ -11,7 +11,8 @@ Each iteration prints one JSON line: the iteration, the mean return of the Unity
 ended in it (``unity_return_mean``; RLlib's own ``episode_return_mean`` sums RLlib episodes,
 which hold many Unity episodes), their count, the env steps sampled, how many
 players were replaced so far and the seconds since the start; after the first
-and the last iteration a line gives each remote env runner's Ray node and peak memory.
+and the last iteration a line gives each remote env runner's Ray node, its players' seeds and
+its peak memory.
 
 Examples::
 
@@ -54,7 +55,9 @@ class UnityEpisodeReturns(RLlibCallback):
 def ppo_config(args: argparse.Namespace) -> PPOConfig:
     """PPO for the scene's behaviors, one policy each."""
     env_config = {"file_name": args.file_name, "horizon": args.horizon, "seed": args.seed}
-    register_env("unity", lambda context: UnityMultiAgentEnv(context | env_config))
+    # RLlib hands each env its EnvContext: env_config plus the runner's worker_index (the seed
+    # offset of its player).
+    register_env("unity", UnityMultiAgentEnv)
     return (
         PPOConfig()
         .environment("unity", env_config=env_config)
@@ -99,11 +102,13 @@ def summary(iteration: int, result: Dict, started: float) -> Dict:
 
 
 def runner_report(algorithm) -> Dict:
-    """Where the remote env runners run (Ray node ids) and their peak memory (MB)."""
+    """Where the remote env runners run (Ray node ids), their players' seeds and their peak
+    memory (MB)."""
 
     def where_and_size(runner) -> Dict:
         return {
             "node": ray.get_runtime_context().get_node_id(),
+            "player_seeds": [env.unwrapped.player_seed for env in runner.env.envs],
             "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         }
 

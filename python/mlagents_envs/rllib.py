@@ -29,8 +29,12 @@ restarts agents at once, often under the same ids. So:
 Example::
 
     from ray.tune.registry import register_env
-    from mlagents_envs.rllib import UnityMultiAgentEnv, policy_of
-    register_env("unity", lambda ctx: UnityMultiAgentEnv(ctx | {"file_name": "sim:3DBall", "horizon": 1000}))
+    from mlagents_envs.rllib import UnityMultiAgentEnv, module_ids, policy_of
+    config = {"file_name": "sim:3DBall", "horizon": 1000}
+    register_env("unity", UnityMultiAgentEnv)  # gets RLlib's EnvContext: config + worker_index
+    # PPOConfig().environment("unity", env_config=config)
+    #     .multi_agent(policies=module_ids(config), policy_mapping_fn=policy_of)
+    #     .env_runners(episodes_to_numpy=False)
 """
 
 from collections import deque
@@ -88,10 +92,12 @@ class UnityMultiAgentEnv(MultiAgentEnv):
         super().__init__()
         worker_index = int(getattr(config, "worker_index", 0) or 0)
         config = dict(config or {})
+        #: The player's seed: ``seed`` + the env runner's ``worker_index``.
+        self.player_seed = int(config.get("seed", 0)) + worker_index
         self._env = UnityEnvironment(
             config["file_name"],
             base_port=config.get("base_port", 0),
-            seed=int(config.get("seed", 0)) + worker_index,
+            seed=self.player_seed,
             no_graphics=config.get("no_graphics", True),
             timeout_wait=config.get("timeout_wait", 60),
             additional_args=config.get("additional_args"),

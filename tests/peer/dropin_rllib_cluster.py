@@ -84,8 +84,9 @@ try:
     iterations = [line for line in lines if "iteration" in line]
     runners = [line["env_runners"] for line in lines if "env_runners" in line]
     nodes = {runner["node"] for runner in runners[0]} if runners else set()
-    check(len(runners) == 2 and len(runners[0]) == 2 and len(nodes) == 2,
-          f"two env runners on two Ray nodes ({len(nodes)} nodes; peak memory per runner "
+    seeds = [seed for runner in runners[0] for seed in runner["player_seeds"]] if runners else []
+    check(len(runners) == 2 and len(runners[0]) == 2 and len(nodes) == 2 and len(set(seeds)) == 2,
+          f"two env runners on two Ray nodes ({len(nodes)} nodes; player seeds {seeds}; peak memory per runner "
           f"{[runner['max_rss_mb'] for runner in runners[-1]] if runners else '?'} MB)")
     check(killed is not None and iterations and iterations[-1]["players_replaced"] > 0
           and len(iterations) == ITERATIONS,
