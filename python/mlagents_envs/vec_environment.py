@@ -7,7 +7,7 @@ GIL released, so the players simulate side by side.
 """
 
 import threading
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from mlagents_envs import _native
 from mlagents_envs.base_env import ActionTuple, BehaviorMapping, DecisionSteps, TerminalSteps
@@ -72,22 +72,25 @@ class VecUnityEnvironment:
     def __len__(self) -> int:
         return len(self.envs)
 
-    def _exchange_all(self, reset: bool) -> None:
-        outgoing = [env._outgoing_side_channels() for env in self.envs]
+    def _exchange(self, envs: List[UnityEnvironment], reset: bool) -> None:
+        outgoing = [env._outgoing_side_channels() for env in envs]
         if not reset:
-            for env in self.envs:
+            for env in envs:
                 env._send_actions()
-        incoming = self.envs[0]._call(_native.step_all, [env._native for env in self.envs], outgoing, reset)
-        for env, received in zip(self.envs, incoming):
+        incoming = envs[0]._call(_native.step_all, [env._native for env in envs], outgoing, reset)
+        for env, received in zip(envs, incoming):
             env._after_exchange(received)
 
     def reset(self) -> None:
         """Resets every player, side by side."""
-        self._exchange_all(reset=True)
+        self._exchange(self.envs, reset=True)
 
-    def step(self) -> None:
-        """Sends every player its actions and waits for all of them (the first call resets)."""
-        self._exchange_all(reset=any(env._is_first_message for env in self.envs))
+    def step(self, indices: Optional[Sequence[int]] = None) -> None:
+        """Sends every player (or the players ``indices``) its actions and waits for all of them
+        (the first call resets)."""
+        envs = self.envs if indices is None else [self.envs[i] for i in indices]
+        if envs:
+            self._exchange(envs, reset=any(env._is_first_message for env in envs))
 
     @property
     def behavior_specs(self) -> BehaviorMapping:

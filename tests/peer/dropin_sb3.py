@@ -46,7 +46,9 @@ try:
           f"3DBall x2 players: {env.num_envs} SB3 envs, observations {env.observation_space}, actions {env.action_space}")
     observations = env.reset()
     dones_seen, autoreset_ok = 0, True
-    for _ in range(300):
+    # 2000 steps: the two players fall out of step with each other (one ends an episode between
+    # decision steps while the other decides), where a slot once kept a stale observation.
+    for _ in range(2000):
         observations, rewards, dones, infos = env.step(np.random.uniform(-1, 1, (24, 2)).astype(np.float32))
         for slot in np.flatnonzero(dones):
             dones_seen += 1
@@ -54,7 +56,7 @@ try:
             autoreset_ok &= final is not None and final.shape == (8,) and "TimeLimit.truncated" in infos[slot]
             autoreset_ok &= not np.array_equal(final, observations[slot])
     check(dones_seen > 0 and autoreset_ok and observations.dtype == np.float32,
-          f"same-step autoreset: {dones_seen} episodes ended in 300 random steps, each with its terminal "
+          f"same-step autoreset: {dones_seen} episodes ended in 2000 random steps, each with its terminal "
           "observation in its info and its next episode's first in obs")
 
     callback = RolloutReturns()

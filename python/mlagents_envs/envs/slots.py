@@ -4,9 +4,9 @@ environment, with same-step autoreset: the shared core of the SB3 ``VecEnv``
 (:mod:`mlagents_envs.envs.gymnasium_vector_env`).
 
 Slots are the (player, agent) pairs asking for a decision after a reset, player by player.
-One :meth:`AgentSlots.step` acts for every slot and steps the players (all in one call into
-Rust, :class:`~mlagents_envs.vec_environment.VecUnityEnvironment`) until every slot has a new
-decision. An agent whose Unity episode ends on the way (a terminal row, often between two
+One :meth:`AgentSlots.step` acts for every slot and steps the players (in one call into Rust,
+:class:`~mlagents_envs.vec_environment.VecUnityEnvironment`; again only those with a slot still
+waiting) until every slot has a new decision. An agent whose Unity episode ends on the way (a terminal row, often between two
 decision steps) marks its slot done, with its terminal observation as the final observation
 and its terminal reward; the agent's next episode (under its id or a new one Unity gives) then
 fills the slot, and its first decision is the slot's next observation, as SB3's and
@@ -177,41 +177,50 @@ class AgentSlots:
         truncated = np.zeros(self.num_slots, dtype=bool)
         final: Dict[int, Observation] = {}
         waiting = np.ones(self.num_slots, dtype=bool)
+        stepping = list(range(len(self.players)))
         for _ in range(self._max_unity_steps):
-            self._set_actions()
-            self.players.step()
-            for player, (decisions, terminals) in enumerate(self.players.get_steps(self.behavior_name)):
-                self._read_terminals(player, terminals, rewards, terminated, truncated, final)
+            self._set_actions(stepping)
+            self.players.step(stepping)
+            for player in stepping:
+                decisions, terminals = self.players.envs[player].get_steps(self.behavior_name)
+                self._read_terminals(player, terminals, rewards, terminated, truncated, final, waiting)
                 self._read_decisions(player, decisions, rewards, terminated | truncated, waiting)
             if not waiting.any():
                 return self._observation(), rewards, terminated, truncated, final
+            # Only the players with a slot still waiting step again: the others' agents have
+            # their decisions (stepping them would repeat their actions).
+            stepping = [p for p, slots in enumerate(self._slot_ranges) if waiting[slots.start:slots.stop].any()]
         stuck = [int(slot) for slot in np.flatnonzero(waiting)]
         raise UnityEnvironmentException(
             f"slots {stuck[:8]} got no decision in {self._max_unity_steps} Unity steps: the vector envs "
             "need a fixed population of agents"
         )
 
-    def _set_actions(self) -> None:
-        """Every agent asking for a decision gets its slot's action."""
-        batches = []
-        for player, (decisions, _) in enumerate(self.players.get_steps(self.behavior_name)):
-            slots = [self._slots_of[player][int(agent)] for agent in decisions.agent_id]
-            action = self._actions[slots]
+    def _set_actions(self, players: List[int]) -> None:
+        """Every agent of ``players`` asking for a decision gets its slot's action."""
+        for player in players:
+            env = self.players.envs[player]
+            decisions, _ = env.get_steps(self.behavior_name)
+            action = self._actions[[self._slots_of[player][int(agent)] for agent in decisions.agent_id]]
             if self.spec.action_spec.is_continuous():
-                batches.append(ActionTuple(continuous=action))
+                env.set_actions(self.behavior_name, ActionTuple(continuous=action))
             else:
-                batches.append(ActionTuple(discrete=action))
-        self.players.set_actions(self.behavior_name, batches)
+                env.set_actions(self.behavior_name, ActionTuple(discrete=action))
 
     def _reward(self, batch, row: int) -> float:
         return float(batch.reward[row] + (batch.group_reward[row] if self._add_group_reward else 0.0))
 
-    def _read_terminals(self, player, terminals, rewards, terminated, truncated, final) -> None:
-        """A terminal row ends its slot's episode: the slot is left free for the agent's next."""
+    def _read_terminals(self, player, terminals, rewards, terminated, truncated, final, waiting) -> None:
+        """A terminal row ends its slot's episode: the slot is left free for the agent's next
+        one, and waits for that one's first decision. (An episode that ends before its first
+        decision, in the same step, leaves nothing in the slot.)"""
         slots = self._slots_of[player]
         for row, agent in enumerate(terminals.agent_id):
             slot = slots.pop(int(agent), None)
             if slot is None:
+                continue
+            waiting[slot] = True
+            if terminated[slot] or truncated[slot]:
                 continue
             rewards[slot] += self._reward(terminals, row)
             interrupted = bool(terminals.interrupted[row])
