@@ -5,7 +5,7 @@ gymnasium wrapper (:class:`mlagents_envs.envs.gymnasium_env.UnityToGymnasiumEnv`
 options, observation layout and exceptions); the spaces are gymnasium's."""
 
 import logging
-from typing import Any, Optional, Tuple
+from typing import Any, Tuple
 
 from mlagents_envs.base_env import BaseEnv
 from mlagents_envs.envs.gymnasium_env import ActionFlattener, UnityGymException, UnityToGymnasiumEnv
@@ -23,15 +23,10 @@ class UnityToGymWrapper:
     reward_range = (-float("inf"), float("inf"))
     spec = None
 
-    def __init__(
-        self,
-        unity_env: BaseEnv,
-        uint8_visual: bool = False,
-        flatten_branched: bool = False,
-        allow_multiple_obs: bool = False,
-        action_space_seed: Optional[int] = None,
-    ):
-        self._env = UnityToGymnasiumEnv(unity_env, uint8_visual, flatten_branched, allow_multiple_obs, action_space_seed)
+    def __init__(self, unity_env: BaseEnv, *options, **named_options):
+        """``options``: gym_unity's ``uint8_visual``, ``flatten_branched``,
+        ``allow_multiple_obs``, ``action_space_seed``, in that order or by name."""
+        self._env = UnityToGymnasiumEnv(unity_env, *options, **named_options)
         self.name = self._env.name
         self.group_spec = self._env.behavior_spec
         self._flattener = self._env._flattener
