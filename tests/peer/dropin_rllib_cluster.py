@@ -7,7 +7,8 @@
 - after the second iteration one of the players is killed (SIGKILL): its runner replaces it
   (RLlib's `restart_failed_sub_environments`) and training goes on;
 - the mean return of the Unity episodes of the last two iterations is at least 3x the first's;
-- no `mlagents-sim` survives the end of the run.
+- no `mlagents-sim` survives the example's shutdown (nor `ray stop`, which ends this machine's
+  Ray processes: run it where no other Ray cluster of yours runs).
 
 Usage: MLAGENTS_SIM=PATH/TO/mlagents-sim python dropin_rllib_cluster.py [ITERATIONS]
 """
@@ -62,10 +63,12 @@ lines, killed = [], None
 try:
     ray("start", "--head", "--port", str(port), "--num-cpus=1", "--include-dashboard=false", "--disable-usage-stats")
     ray("start", "--address", f"127.0.0.1:{port}", "--num-cpus=1", "--disable-usage-stats")
+    # stderr to a file: a pipe nobody reads while stdout is read could fill and stall the run.
+    stderr_file = tempfile.TemporaryFile(mode="w+")
     run = subprocess.Popen(
         [sys.executable, "-W", "ignore", str(EXAMPLE), "--address", f"127.0.0.1:{port}", "--env-runners", "2",
          "--iterations", str(ITERATIONS), "--file-name", "sim:3DBall", "--seed", "1"],
-        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env=ENV, stdout=subprocess.PIPE, stderr=stderr_file, text=True, start_new_session=True,
     )
     for line in run.stdout:
         if not line.startswith("{"):
@@ -77,9 +80,16 @@ try:
             if players:
                 killed = players[0]
                 os.kill(killed, signal.SIGKILL)
-    stderr = run.stderr.read()
     run.wait(timeout=120)
+    stderr_file.seek(0)
+    stderr = stderr_file.read()
     check(run.returncode == 0, f"the example exits with 0 (got {run.returncode})" + ("" if run.returncode == 0 else f": {stderr[-3000:]}"))
+    # The example's own shutdown (algorithm.stop()) closes every player, before Ray stops.
+    for _ in range(20):
+        if not sims():
+            break
+        time.sleep(0.5)
+    check(not sims(), f"the example's shutdown leaves no mlagents-sim ({len(sims())} left before `ray stop`)")
 
     iterations = [line for line in lines if "iteration" in line]
     runners = [line["env_runners"] for line in lines if "env_runners" in line]
@@ -104,7 +114,7 @@ finally:
     subprocess.run([str(BIN / "ray"), "stop", "--force"], env=ENV, capture_output=True, timeout=180)
     time.sleep(1)
     left = sims()
-    check(not left, f"no mlagents-sim survives the run ({len(left)} left)")
+    check(not left, f"no mlagents-sim survives the run and `ray stop` ({len(left)} left)")
     for pid in left:
         os.kill(pid, signal.SIGKILL)
 
