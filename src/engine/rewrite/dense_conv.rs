@@ -3,11 +3,13 @@
 //! tract 0.23 runs a visual encoder's convolutions as a gather of each image's patches into
 //! panels (its lazy im2col, sped up by [`super::im2col`]) and its own matrix kernel: at batch
 //! 12 of the 84 x 84 benchmark encoder that was 54% kernel and 24% gather (perf, AVX-512
-//! Xeon). A [`DenseConv`] gathers nothing: each tile of the product is a run of output points
-//! of one output row, whose patch values lie at `stride` apart for every kernel tap, so the
-//! tile kernel reads them where they are (one offset per tap, from a table) and multiplies
-//! them by the packed weights ([`PackedWeights::multiply_gathered`]); the tile's outputs are
-//! then written channel by channel.
+//! Xeon). A [`DenseConv`] gathers nothing: each tile of the product is a run of output
+//! points, whose patch values lie at `stride` apart for every kernel tap within an output row,
+//! so the tile kernel reads them where they are (one offset per tap, from a table) and
+//! multiplies them by the packed weights ([`PackedWeights::multiply_gathered`]; with the
+//! AVX2 kernels a tile runs on into the next output row, taking a start per point,
+//! [`PackedWeights::multiply_gathered_rows`], so that every tile is full but the last); the
+//! tile's outputs are then written channel by channel.
 //!
 //! [`speed_up_convolutions`] replaces, in a decluttered model, every float32 two-dimensional
 //! `Conv` whose input layout is NCHW (or CHW, as [`super::conv_batch`] writes a batch), with
@@ -18,7 +20,7 @@
 //! caller prepared once, as tract copies what it does not
 //! own before reshaping it.
 
-use crate::engine::kernels::dense_tiles::{Isa, PackedWeights};
+use crate::engine::kernels::dense_tiles::{Isa, PackedWeights, MAX_TILE_ROWS};
 use super::fused_activation::FusedActivation;
 use std::sync::Arc;
 use tract_onnx::tract_core::ops::cnn::conv::{Conv, KernelFormat};
@@ -192,7 +194,7 @@ impl DenseConv {
     }
 
     /// Convolves `images` images of the input into the output, group by group, tile by tile:
-    /// each tile is a run of points of one output row, written channel by channel; then the
+    /// each tile is a run of consecutive output points, written channel by channel; then the
     /// fused activation, if any, on the group's outputs.
     fn convolve(&self, input: &[f32], images: usize, output: &mut [f32]) -> TractResult<()> {
         let g = &self.geometry;
@@ -206,17 +208,34 @@ impl DenseConv {
                 let group_input = ((image * g.channels) + group * group_channels) * g.height * g.width;
                 let group_output = (image * g.output_channels + group * group_outputs) * points;
                 assert!(group_output + points * group_outputs <= output.len(), "convolution writes past its output");
-                for row in 0..output_height {
-                    for (first, rows) in weights.row_blocks(output_width) {
-                        let start = group_input + row * g.stride[0] * g.width + first * g.stride[1];
-                        let last_read = start + (rows - 1) * g.stride[1] + max_offset;
-                        assert!(last_read < input.len(), "convolution reads past its input ({last_read} of {})", input.len());
-                        let at = group_output + row * output_width + first;
-                        // SAFETY: every read, `start + r · stride + offset`, is at most `last_read`
-                        // (offsets ascend), inside the input (checked above); every write,
-                        // `at + channel · points + r`, is inside the group's output channels
-                        // (checked above: `r < rows <= output_width - first`).
-                        unsafe { weights.multiply_gathered(input[start..].as_ptr(), g.stride[1], &self.tap_offsets, rows, output[at..].as_mut_ptr(), points) };
+                // Tiles of consecutive points: within each output row, or, where the kernels
+                // take a start per row as fast, over the rows one after the other (20 x 20
+                // points are then 67 tiles of 6, not 80 of 5).
+                let tiles: Vec<(usize, usize)> = if weights.gathers_by_start_at_full_speed() {
+                    weights.row_blocks(points).collect()
+                } else {
+                    (0..output_height).flat_map(|row| weights.row_blocks(output_width).map(move |(first, rows)| (row * output_width + first, rows))).collect()
+                };
+                for (first, rows) in tiles {
+                    let start_of = |point: usize| group_input + (point / output_width) * g.stride[0] * g.width + (point % output_width) * g.stride[1];
+                    let last_read = start_of(first + rows - 1) + max_offset;
+                    assert!(last_read < input.len(), "convolution reads past its input ({last_read} of {})", input.len());
+                    let at = group_output + first;
+                    let one_output_row = first / output_width == (first + rows - 1) / output_width;
+                    // SAFETY: every read, `start_of(point) + offset`, is at most `last_read`
+                    // (starts and offsets ascend), inside the input (checked above); every
+                    // write, `at + channel · points + r`, is inside the group's output channels
+                    // (checked above: `first + r < points`).
+                    unsafe {
+                        if one_output_row {
+                            weights.multiply_gathered(input[start_of(first)..].as_ptr(), g.stride[1], &self.tap_offsets, rows, output[at..].as_mut_ptr(), points);
+                        } else {
+                            let mut starts = [0; MAX_TILE_ROWS];
+                            for (start, point) in starts.iter_mut().zip(first..first + rows) {
+                                *start = start_of(point) - group_input;
+                            }
+                            weights.multiply_gathered_rows(input[group_input..].as_ptr(), &starts[..rows], &self.tap_offsets, output[at..].as_mut_ptr(), points);
+                        }
                     }
                 }
                 if let Some(activation) = &self.activation {
