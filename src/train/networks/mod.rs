@@ -15,6 +15,7 @@ pub mod multi_agent;
 use crate::policy::visual::{Step, VisualEncoder as EncoderShape};
 use crate::policy::{ContinuousHead, PolicyDescription, WeightTensor, Weights, LOG_SIGMA_BOUNDS};
 use crate::spec::model;
+use crate::train::config::{RunOptions, TrainerSettings};
 use tch::{nn, nn::Module, Kind, Tensor};
 
 /// A running observation normaliser (count, mean, m2).
@@ -767,16 +768,60 @@ impl OneThread {
     /// One thread for an update of `rows`-row minibatches through `hidden`-unit layers when it
     /// is small (and `updating`).
     pub fn for_update(updating: bool, rows: usize, hidden: usize) -> Option<Self> {
-        (updating && rows.saturating_mul(hidden).saturating_mul(hidden) <= SINGLE_THREAD_WORK).then(|| {
-            let before = tch::get_num_threads();
-            tch::set_num_threads(1);
-            OneThread(before)
-        })
+        (updating && is_small(rows, hidden)).then(Self::start)
     }
+
+    /// One thread for a whole run when [`run_updates_on_one_thread`].
+    pub fn for_run(run: &RunOptions) -> Option<Self> {
+        run_updates_on_one_thread(run).then(Self::start)
+    }
+
+    fn start() -> Self {
+        let before = tch::get_num_threads();
+        tch::set_num_threads(1);
+        OneThread(before)
+    }
+}
+
+/// Whether every behavior `run` may train (the configured behaviors and `default_settings`)
+/// updates on one thread ([`OneThread::for_update`]) and none is `threaded`. Between those
+/// updates libtorch sees only a few agents' rows (acting, value estimates): a second thread
+/// would wake for each parallel region and then spin, taking the core the environment needs
+/// (recurrent PPO: libgomp was 31% of the samples).
+fn run_updates_on_one_thread(run: &RunOptions) -> bool {
+    let mut settings = run.behaviors.values().chain(&run.default_settings).peekable();
+    let updates_on_one_thread = |s: &TrainerSettings| !s.threaded && is_small(s.hyperparameters.batch_size, s.network_settings.hidden_units);
+    settings.peek().is_some() && settings.all(updates_on_one_thread)
+}
+
+/// Whether `rows`-row minibatches through `hidden`-unit layers are at most [`SINGLE_THREAD_WORK`].
+fn is_small(rows: usize, hidden: usize) -> bool {
+    rows.saturating_mul(hidden).saturating_mul(hidden) <= SINGLE_THREAD_WORK
 }
 
 impl Drop for OneThread {
     fn drop(&mut self) {
         tch::set_num_threads(self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(yaml: &str) -> RunOptions {
+        RunOptions::from_yaml(yaml, "t.yaml").unwrap()
+    }
+
+    #[test]
+    fn a_run_keeps_one_thread_only_when_every_behavior_updates_on_one() {
+        let small = "behaviors:\n  A:\n    hyperparameters: {batch_size: 64}\n    network_settings: {hidden_units: 128}\n";
+        assert!(run_updates_on_one_thread(&run(small)));
+        // 0.28's defaults (batch 1024, 128 units) are exactly at the limit.
+        assert!(run_updates_on_one_thread(&run("behaviors:\n  A:\n    trainer_type: ppo\n")));
+        assert!(!run_updates_on_one_thread(&run(&format!("{small}    threaded: true\n"))));
+        assert!(!run_updates_on_one_thread(&run(&format!("{small}  B:\n    hyperparameters: {{batch_size: 2048}}\n"))));
+        assert!(!run_updates_on_one_thread(&run(&format!("{small}default_settings:\n  network_settings: {{hidden_units: 512}}\n"))));
+        assert!(!run_updates_on_one_thread(&run("behaviors: {}\n")));
     }
 }

@@ -24,6 +24,7 @@ use crate::comm::side_channel::{shared, StatsSideChannel, EngineConfig, EngineCo
 use crate::env::{EnvOptions, VecEnv};
 use crate::spec::BehaviorName;
 use crate::train::config::RunOptions;
+use crate::train::networks::OneThread;
 use crate::export::{export_checkpoint, ExportOptions};
 use crate::checkpoint;
 use crate::train::error::TrainError;
@@ -129,6 +130,7 @@ pub fn learn_observed(run: &RunOptions, options: &LearnOptions, observer: &mut d
         (true, Some(dir)) => persistence::resumed_seed(run.env_settings.seed as u64, dir),
         _ => run.env_settings.seed as u64,
     };
+    let _one_thread = OneThread::for_run(run);
     let base = EnvOptions { seed: seed as i32, ..environment_options(run, options) };
     let mut lessons = LessonManager::new(run.environment_parameters.clone());
     if let (true, Some(dir)) = (options.resume, &options.run_dir) {
