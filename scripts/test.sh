@@ -124,14 +124,24 @@ phase_train() {
   torch_venv=$(scripts/torch-venv.sh)
   export LIBTORCH_USE_PYTORCH=1 PATH="$torch_venv/bin:$PATH"
   step "build: the train feature (tch)"
-  cargo test --features train --lib --test train_ppo --test train_golden --test train_bad_input --test train_curriculum --test train_self_play --test train_recurrent --test train_sac --test train_reward_signals --test train_imitation --test encoders --test attention --test train_poca --test poca_critic --test train_attention --no-run --quiet 2>&1
+  # The unit tests of the train feature's modules (a few seconds in one process), then the
+  # training tests.
+  local train_tests=(--test train_ppo --test train_golden --test train_bad_input --test train_curriculum --test train_self_play --test train_recurrent --test train_sac --test train_reward_signals --test train_imitation --test encoders --test attention --test train_poca --test poca_critic --test train_attention)
+  cargo test --features train --lib "${train_tests[@]}" --no-run --quiet 2>&1
   step "PPO on tch: training tests (and the unit tests of the train feature's modules)"
-  # One test at a time: libtorch has one random generator per process, so tests training side
-  # by side draw from each other's streams and their seeds stop deciding their results (a
-  # seed that passes alone could fail beside another test). One at a time, every run of a
-  # test trains as the last one did, `threaded` runs aside (about 10 minutes here, against 7
-  # side by side).
-  cargo test --features train --lib --test train_ppo --test train_golden --test train_bad_input --test train_curriculum --test train_self_play --test train_recurrent --test train_sac --test train_reward_signals --test train_imitation --test encoders --test attention --test train_poca --test poca_critic --test train_attention --no-fail-fast --quiet -- --test-threads 1 2>&1 | grep -v '^\[INFO\]'
+  cargo test --features train --lib --quiet -- --test-threads 1 2>&1
+  # Each training test in a process of its own (cargo-nextest), as many at a time as there are
+  # cores: libtorch's random generator and thread count are per process, so tests side by side
+  # in one process would draw from each other's streams and change each other's thread count,
+  # and their seeds would stop deciding their results. A test and its stand-in mostly wait on
+  # each other: on 2 cores, two at a time took 1101 s where one at a time took 2145 s (7
+  # December). Without nextest, one test at a time in cargo's own runner (the same results).
+  if cargo nextest --version >/dev/null 2>&1; then
+    cargo nextest run --features train "${train_tests[@]}" --no-fail-fast --hide-progress-bar --status-level fail --final-status-level slow 2>&1
+  else
+    echo "cargo-nextest not found: the training tests run one at a time (cargo install cargo-nextest --locked runs them side by side)"
+    cargo test --features train "${train_tests[@]}" --no-fail-fast --quiet -- --test-threads 1 2>&1 | grep -v '^\[INFO\]'
+  fi
   step "trainer peer: the real mlagents-learn 0.28 (added to the torch venv) beside ours on the Corridor curriculum"
   bash "$(shared_file tools/peer-setup.sh)" "$torch_venv" >/dev/null
   peer "$torch_venv/bin/python" tests/peer/peer_curriculum.py "$BIN/mlagents-learn" "$BIN/mlagents-sim" tests/fixtures/config/Corridor_curriculum.yaml
