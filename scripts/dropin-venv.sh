@@ -8,7 +8,9 @@
 # PPO, instead of a second 5 GB torch, and installs stable-baselines3 2.9.2 beside it.
 # --oldest-numpy builds for a venv of its own (the main one's path + "-numpy1") holding only
 # numpy 1.23.5, the oldest the drop-in supports.
-# Usage: scripts/dropin-venv.sh [--release] [--with-torch TORCH_VENV] [--oldest-numpy]
+# --deps-only installs the venv's packages but builds nothing (scripts/test.sh downloads them
+# while cargo builds).
+# Usage: scripts/dropin-venv.sh [--release] [--with-torch TORCH_VENV] [--oldest-numpy] [--deps-only]
 #   (default: the dev profile)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +21,7 @@ PYTHON=${PYTHON:-python3}
 PROFILE=(--profile dev)
 TORCH_VENV=""
 OLDEST_NUMPY=false
+DEPS_ONLY=false
 while [ $# -gt 0 ]; do
   case $1 in
     --release) PROFILE=(--release); shift ;;
@@ -26,7 +29,8 @@ while [ $# -gt 0 ]; do
       [ -x "${2:-}/bin/python" ] || { echo "--with-torch needs a venv (got '${2:-}')" >&2; exit 2; }
       TORCH_VENV=$2; shift 2 ;;
     --oldest-numpy) OLDEST_NUMPY=true; shift ;;
-    *) echo "unknown argument '$1' (usage: scripts/dropin-venv.sh [--release] [--with-torch TORCH_VENV] [--oldest-numpy])" >&2; exit 2 ;;
+    --deps-only) DEPS_ONLY=true; shift ;;
+    *) echo "unknown argument '$1' (usage: scripts/dropin-venv.sh [--release] [--with-torch TORCH_VENV] [--oldest-numpy] [--deps-only])" >&2; exit 2 ;;
   esac
 done
 if $OLDEST_NUMPY; then
@@ -47,6 +51,10 @@ if [ -n "$TORCH_VENV" ]; then
   # SB3 for its tests; --no-deps: its torch is the lent one, the rest is here already.
   "$VENV/bin/python" -c 'import stable_baselines3' 2>/dev/null \
     || "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps "stable-baselines3==2.9.2" >&2
+fi
+if $DEPS_ONLY; then
+  echo "$VENV"
+  exit 0
 fi
 WHEELS=$(mktemp -d)
 trap 'rm -rf "$WHEELS"' EXIT

@@ -53,6 +53,64 @@ peer() {
   rm -f "$log"
 }
 
+# The later phases' venvs (the peer client, the drop-in's, torch with the real trainer): on a
+# new machine about 5 GB of downloads, which wait on the network, not the cores. When the rust
+# phase builds first, they are installed in the background meanwhile (log: $VENV_LOG), each
+# script in turn; the phases that need them wait for them (`await_venvs`), and each step still
+# runs its own script, which finds its venv ready or says what failed.
+VENV_JOB=""
+VENV_LOG=""
+prepare_venvs_in_background() {
+  VENV_LOG=$(mktemp)
+  (
+    set -e
+    scripts/peer-venv.sh
+    scripts/dropin-venv.sh --deps-only
+    scripts/dropin-venv.sh --oldest-numpy --deps-only
+    torch_venv=$(scripts/torch-venv.sh)
+    bash "$(shared_file tools/peer-setup.sh)" "$torch_venv"
+    scripts/dropin-venv.sh --with-torch "$torch_venv" --deps-only
+  ) >"$VENV_LOG" 2>&1 &
+  VENV_JOB=$!
+}
+await_venvs() {
+  [ -n "$VENV_JOB" ] || return 0
+  step "venvs installed in the background during the build (the rest of the wait)"
+  if ! wait "$VENV_JOB"; then
+    echo "installing the venvs in the background failed (the steps below try again and say what fails):" >&2
+    tail -n 40 "$VENV_LOG" >&2
+  fi
+  rm -f "$VENV_LOG"
+  VENV_JOB=""
+}
+
+# With the train phase to come, its build (CPU) runs in the background during the peer tests
+# (mostly waiting on child processes), once the peer phase's own builds (the drop-in wheels) are
+# done: cargo builds one thing at a time in a target folder.
+TRAIN_BUILD_JOB=""
+TRAIN_BUILD_LOG=""
+train_tests=(--test train_ppo --test train_golden --test train_bad_input --test train_curriculum --test train_self_play --test train_recurrent --test train_sac --test train_reward_signals --test train_imitation --test encoders --test attention --test train_poca --test poca_critic --test train_attention)
+# Builds the train feature's binaries: mlagents-learn, the unit tests of its modules and the
+# training tests (libtorch from the torch venv).
+build_train() {
+  local torch_venv
+  torch_venv=$(scripts/torch-venv.sh)
+  LIBTORCH_USE_PYTORCH=1 PATH="$torch_venv/bin:$PATH" cargo test --features train --lib "${train_tests[@]}" --no-run --quiet 2>&1
+}
+start_train_build_in_background() {
+  TRAIN_BUILD_LOG=$(mktemp)
+  build_train >"$TRAIN_BUILD_LOG" 2>&1 &
+  TRAIN_BUILD_JOB=$!
+}
+
+# A background job still running when the script ends (a failed step) is stopped with it.
+stop_background_jobs() {
+  local job
+  for job in "$VENV_JOB" "$TRAIN_BUILD_JOB"; do
+    [ -n "$job" ] && kill "$job" 2>/dev/null || true
+  done
+}
+
 phase_rust() {
   step "build: every binary, example, test and bench (dev profile: this crate at opt-level 1, dependencies at 2)"
   cargo build --bins --examples --quiet
@@ -63,18 +121,30 @@ phase_rust() {
 }
 
 phase_peer() {
-  for binary in mlagents-sim mlagents-run mlagents-export examples/tensorboard_events examples/export_random examples/lower_nn; do
+  local peer_binaries=(mlagents-sim mlagents-run mlagents-export examples/tensorboard_events examples/export_random examples/lower_nn)
+  for binary in "${peer_binaries[@]}"; do
     [ -x "$BIN/$binary" ] || { echo "missing $BIN/$binary: run the rust phase first (scripts/test.sh rust peer)" >&2; exit 1; }
   done
+  # The peer tests run the rust phase's binaries from a snapshot of hard links: the train build
+  # that may run meanwhile links target/debug's binaries again, with the train feature.
+  local BIN="$CARGO_TARGET_DIR/peer-binaries"
+  rm -rf "$BIN"
+  mkdir -p "$BIN/examples"
+  for binary in "${peer_binaries[@]}"; do
+    cp -l "$CARGO_TARGET_DIR/debug/$binary" "$BIN/$binary" 2>/dev/null || cp "$CARGO_TARGET_DIR/debug/$binary" "$BIN/$binary"
+  done
+  await_venvs
   step "peer venv: mlagents_envs 0.28.0, onnxruntime, onnx, tensorboard (installed on first use)"
   local venv
   venv=$(scripts/peer-venv.sh)
   local python="$venv/bin/python"
   step "peer test: mlagents_envs 0.28.0 drives mlagents-sim, every scene"
   peer "$python" tests/peer/peer_envs.py "$BIN/mlagents-sim"
-  step "drop-in: our mlagents_envs for Python (python/, maturin + pyo3) built and installed into its own venv"
-  local dropin recordings
+  step "drop-in: our mlagents_envs for Python (python/, maturin + pyo3) built and installed into its own venv, and beside numpy 1.23.5"
+  local dropin recordings oldest_numpy
   dropin=$(scripts/dropin-venv.sh)
+  oldest_numpy=$(scripts/dropin-venv.sh --oldest-numpy)
+  if [ "$train_follows" = true ]; then start_train_build_in_background; fi
   step "drop-in units: side channels, steps and timers (upstream's test cases) on the drop-in and on the real client"
   peer "$dropin/bin/python" tests/peer/dropin_units.py
   peer "$python" tests/peer/dropin_units.py
@@ -87,8 +157,6 @@ phase_peer() {
   step "drop-in scenes: the real client's scene test above, unchanged, on the drop-in"
   peer "$dropin/bin/python" tests/peer/peer_envs.py "$BIN/mlagents-sim" 6740
   step "drop-in beside numpy 1.23.5 (alone in its venv): the real client's scene test, unchanged"
-  local oldest_numpy
-  oldest_numpy=$(scripts/dropin-venv.sh --oldest-numpy)
   peer "$oldest_numpy/bin/python" tests/peer/peer_envs.py "$BIN/mlagents-sim" 6800
   step "drop-in extras: free ports, sim:SCENE, the GIL released while waiting, close twice, actions out of range, the registry"
   MLAGENTS_SIM="$BIN/mlagents-sim" peer "$dropin/bin/python" tests/peer/dropin_extras.py
@@ -119,15 +187,25 @@ phase_peer() {
 }
 
 phase_train() {
+  await_venvs
   step "torch venv: PyPI's torch==2.13.0 for libtorch (installed on first use)"
   local torch_venv
   torch_venv=$(scripts/torch-venv.sh)
   export LIBTORCH_USE_PYTORCH=1 PATH="$torch_venv/bin:$PATH"
-  step "build: the train feature (tch)"
-  # The unit tests of the train feature's modules (a few seconds in one process), then the
-  # training tests.
-  local train_tests=(--test train_ppo --test train_golden --test train_bad_input --test train_curriculum --test train_self_play --test train_recurrent --test train_sac --test train_reward_signals --test train_imitation --test encoders --test attention --test train_poca --test poca_critic --test train_attention)
-  cargo test --features train --lib "${train_tests[@]}" --no-run --quiet 2>&1
+  if [ -n "$TRAIN_BUILD_JOB" ]; then
+    step "build: the train feature (tch), the rest of it (started in the background during the peer tests)"
+    if ! wait "$TRAIN_BUILD_JOB"; then
+      cat "$TRAIN_BUILD_LOG" >&2
+      rm -f "$TRAIN_BUILD_LOG"
+      exit 1
+    fi
+    rm -f "$TRAIN_BUILD_LOG"
+    TRAIN_BUILD_JOB=""
+  else
+    step "build: the train feature (tch)"
+  fi
+  # Built already when it ran in the background (cargo finds it fresh).
+  build_train
   step "PPO on tch: training tests (and the unit tests of the train feature's modules)"
   cargo test --features train --lib --quiet -- --test-threads 1 2>&1
   # Each training test in a process of its own (cargo-nextest), as many at a time as there are
@@ -157,8 +235,13 @@ phase_train() {
 
 phases=("$@")
 [ ${#phases[@]} -gt 0 ] || phases=(rust peer train)
-trap report_times EXIT
+trap 'stop_background_jobs; report_times' EXIT
 prune_stale_binaries
+train_follows=false
+if [[ " ${phases[*]} " == *" train "* ]]; then train_follows=true; fi
+if [ "${phases[0]}" = rust ] && [[ " ${phases[*]} " == *" peer "* || "$train_follows" = true ]]; then
+  prepare_venvs_in_background
+fi
 for phase in "${phases[@]}"; do
   case $phase in
     rust|peer|train) "phase_$phase" ;;
