@@ -91,15 +91,15 @@ TRAIN_BUILD_JOB=""
 TRAIN_BUILD_LOG=""
 train_tests=(--test train_ppo --test train_golden --test train_bad_input --test train_curriculum --test train_self_play --test train_recurrent --test train_sac --test train_reward_signals --test train_imitation --test encoders --test attention --test train_poca --test poca_critic --test train_attention)
 # Builds the train feature's binaries: mlagents-learn, the unit tests of its modules and the
-# training tests (libtorch from the torch venv).
+# training tests, with the libtorch of the torch venv $1.
 build_train() {
-  local torch_venv
-  torch_venv=$(scripts/torch-venv.sh)
-  LIBTORCH_USE_PYTORCH=1 PATH="$torch_venv/bin:$PATH" cargo test --features train --lib "${train_tests[@]}" --no-run --quiet 2>&1
+  LIBTORCH_USE_PYTORCH=1 PATH="$1/bin:$PATH" cargo test --features train --lib "${train_tests[@]}" --no-run --quiet 2>&1
 }
 start_train_build_in_background() {
+  local torch_venv
+  torch_venv=$(scripts/torch-venv.sh)
   TRAIN_BUILD_LOG=$(mktemp)
-  build_train >"$TRAIN_BUILD_LOG" 2>&1 &
+  build_train "$torch_venv" >"$TRAIN_BUILD_LOG" 2>&1 &
   TRAIN_BUILD_JOB=$!
 }
 
@@ -205,7 +205,7 @@ phase_train() {
     step "build: the train feature (tch)"
   fi
   # Built already when it ran in the background (cargo finds it fresh).
-  build_train
+  build_train "$torch_venv"
   step "PPO on tch: training tests (and the unit tests of the train feature's modules)"
   cargo test --features train --lib --quiet -- --test-threads 1 2>&1
   # Each training test in a process of its own (cargo-nextest), as many at a time as there are
