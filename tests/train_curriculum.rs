@@ -83,21 +83,21 @@ fn lessons_advance_in_order_and_the_curriculum_beats_the_hardest_lesson_alone() 
     // find the far goal now and then, so the median is compared).
     let text = std::fs::read_to_string(fixture()).unwrap();
     let flat = text[..text.find("environment_parameters:").unwrap()].to_string() + "environment_parameters:\n  goal_distance: 90\n";
-    let mut alone = vec![];
-    for seed in [4, 5, 6] {
+    let behind = |alone: &f32| *alone < with_curriculum - 0.3;
+    let alone = common::until_majority(&[4, 5, 6], behind, |seed| {
         let mut run = RunOptions::from_yaml(&flat, "flat.yaml").unwrap();
         (run.env_settings.base_port, run.env_settings.seed) = (0, seed);
         let flat_dir = temp_dir(&format!("curriculum-flat-{seed}"));
         let results = learn(&run, &LearnOptions { run_dir: Some(flat_dir.clone()), ..LearnOptions::in_memory("sim:Corridor") }).unwrap();
-        alone.push(plays(results["Corridor"].onnx.as_ref().unwrap()));
+        let played = plays(results["Corridor"].onnx.as_ref().unwrap());
         let _ = std::fs::remove_dir_all(flat_dir);
-    }
+        played
+    });
     let steps = RunOptions::from_file(&fixture()).unwrap().behaviors["Corridor"].max_steps;
     eprintln!("Corridor, goal 90 cells away, after {steps} steps: with the curriculum {with_curriculum:.3} (optimum {HARDEST_OPTIMUM}); hardest lesson alone {alone:?}");
     assert!(with_curriculum >= HARDEST_OPTIMUM - 0.05, "the curriculum did not solve the hardest lesson: {with_curriculum}");
-    let mut sorted = alone.clone();
-    sorted.sort_by(f32::total_cmp);
-    assert!(sorted[1] < with_curriculum - 0.3, "without the curriculum {alone:?}, with it {with_curriculum}");
+    // The median of three seeds behind by 0.3: two of them.
+    assert!(alone.iter().filter(|a| behind(a)).count() >= 2, "without the curriculum {alone:?}, with it {with_curriculum}");
     let _ = std::fs::remove_dir_all(dir);
 }
 

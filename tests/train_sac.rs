@@ -62,19 +62,14 @@ fn trains_network(scene: &str, max_steps: u64, overrides: &[(&str, &str)], netwo
 /// seeds all pass still costs three runs.
 fn trains_seeds(scene: &str, max_steps: u64, threshold: f32, run_for: impl Fn(i64) -> RunOptions, check: impl Fn(&BehaviorResult)) {
     let options = LearnOptions::in_memory(&format!("sim:{scene}"));
-    let (mut scores, mut passed) = (vec![], 0);
-    for seed in SEEDS {
+    let scores = common::until_majority(&SEEDS, |s| *s > threshold, |seed| {
         let results = learn(&run_for(seed), &options).unwrap();
         let r = &results["1D"];
         assert!(r.steps >= max_steps);
         check(r);
-        let score = last5(&r.episode_returns);
-        scores.push(score);
-        passed += usize::from(score > threshold);
-        if passed >= SEEDS_TO_PASS || scores.len() - passed > SEEDS.len() - SEEDS_TO_PASS {
-            break;
-        }
-    }
+        last5(&r.episode_returns)
+    });
+    let passed = scores.iter().filter(|s| **s > threshold).count();
     eprintln!("{scene}: last-5 mean returns per seed {scores:?}");
     assert!(passed >= SEEDS_TO_PASS, "{scene}: {passed} of {} seeds reached {threshold} in {max_steps} steps: {scores:?}", scores.len());
 }
