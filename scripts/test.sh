@@ -140,13 +140,15 @@ phase_peer() {
   local venv
   venv=$(scripts/peer-venv.sh)
   local python="$venv/bin/python"
-  step "peer test: mlagents_envs 0.28.0 drives mlagents-sim, every scene"
-  peer "$python" tests/peer/peer_envs.py "$BIN/mlagents-sim"
+  # The drop-in's builds first: the train build can only start in the background once they are
+  # done, and the peer tests leave a core partly idle from the start.
   step "drop-in: our mlagents_envs for Python (python/, maturin + pyo3) built and installed into its own venv, and beside numpy 1.23.5"
   local dropin recordings oldest_numpy
   dropin=$(scripts/dropin-venv.sh)
   oldest_numpy=$(scripts/dropin-venv.sh --oldest-numpy)
   if [ "$train_follows" = true ]; then start_train_build_in_background; fi
+  step "peer test: mlagents_envs 0.28.0 drives mlagents-sim, every scene"
+  peer "$python" tests/peer/peer_envs.py "$BIN/mlagents-sim"
   step "drop-in units: side channels, steps and timers (upstream's test cases) on the drop-in and on the real client"
   peer "$dropin/bin/python" tests/peer/dropin_units.py
   peer "$python" tests/peer/dropin_units.py
