@@ -89,8 +89,6 @@ await_venvs() {
 # done: cargo builds one thing at a time in a target folder.
 TRAIN_BUILD_JOB=""
 TRAIN_BUILD_LOG=""
-# The trainer peer, while it runs beside other peers at the end of the train phase.
-CURRICULUM_JOB=""
 train_tests=(--test train_ppo --test train_golden --test train_bad_input --test train_curriculum --test train_self_play --test train_recurrent --test train_sac --test train_reward_signals --test train_imitation --test encoders --test attention --test train_poca --test poca_critic --test train_attention)
 # Builds the train feature's binaries: mlagents-learn, the unit tests of its modules and the
 # training tests, with the libtorch of the torch venv $1.
@@ -108,7 +106,7 @@ start_train_build_in_background() {
 # A background job still running when the script ends (a failed step) is stopped with it.
 stop_background_jobs() {
   local job
-  for job in "$VENV_JOB" "$TRAIN_BUILD_JOB" "$CURRICULUM_JOB"; do
+  for job in "$VENV_JOB" "$TRAIN_BUILD_JOB"; do
     [ -n "$job" ] && kill "$job" 2>/dev/null || true
   done
 }
@@ -224,28 +222,15 @@ phase_train() {
     echo "cargo-nextest not found: the training tests run one at a time (cargo install cargo-nextest --locked runs them side by side)"
     cargo test --features train "${train_tests[@]}" --no-fail-fast --quiet -- --test-threads 1 2>&1 | grep -v '^\[INFO\]'
   fi
-  step "the real mlagents-learn 0.28 added to the torch venv, and torch lent to the drop-in's venv (ready when installed during the build)"
+  step "trainer peer: the real mlagents-learn 0.28 (added to the torch venv) beside ours on the Corridor curriculum"
   bash "$(shared_file tools/peer-setup.sh)" "$torch_venv" >/dev/null
-  local dropin
-  dropin=$(scripts/dropin-venv.sh --with-torch "$torch_venv")
-  # The real trainer (about 1.4 cores for a minute) runs beside the demonstration and SB3 peers
-  # (1 and 1.6 cores), which leave a core partly idle; not beside the Ray cluster, which counts
-  # every mlagents-sim of this path that survives it.
-  local curriculum_log
-  curriculum_log=$(mktemp)
-  peer "$torch_venv/bin/python" tests/peer/peer_curriculum.py "$BIN/mlagents-learn" "$BIN/mlagents-sim" tests/fixtures/config/Corridor_curriculum.yaml >"$curriculum_log" 2>&1 &
-  CURRICULUM_JOB=$!
+  peer "$torch_venv/bin/python" tests/peer/peer_curriculum.py "$BIN/mlagents-learn" "$BIN/mlagents-sim" tests/fixtures/config/Corridor_curriculum.yaml
   step "demonstration peer: the real 0.28 demo loader reads what mlagents-run --record-demo writes"
   peer "$torch_venv/bin/python" tests/peer/peer_demo.py "$BIN/mlagents-run" "$MODELS"
   step "drop-in vector envs: SB3 PPO through the SB3 VecEnv (3x), other action kinds, the gymnasium VectorEnv"
+  local dropin
+  dropin=$(scripts/dropin-venv.sh --with-torch "$torch_venv")
   MLAGENTS_SIM="$BIN/mlagents-sim" peer "$dropin/bin/python" -W ignore tests/peer/dropin_sb3.py
-  step "trainer peer: the real mlagents-learn 0.28 (added to the torch venv) beside ours on the Corridor curriculum (the rest of it: it started beside the two steps above)"
-  local curriculum_status=0
-  wait "$CURRICULUM_JOB" || curriculum_status=$?
-  CURRICULUM_JOB=""
-  cat "$curriculum_log"
-  rm -f "$curriculum_log"
-  [ "$curriculum_status" -eq 0 ] || return "$curriculum_status"
   step "drop-in on a Ray cluster: RLlib PPO on two nodes (ray start), a player killed mid-run, 3x the first return"
   MLAGENTS_SIM="$BIN/mlagents-sim" peer "$dropin/bin/python" -W ignore tests/peer/dropin_rllib_cluster.py
 }

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from report import check, finish
 
-ITERATIONS = int(sys.argv[1]) if len(sys.argv) > 1 else 7
+ITERATIONS = int(sys.argv[1]) if len(sys.argv) > 1 else 6
 EXAMPLE = Path(__file__).resolve().parents[2] / "python" / "examples" / "rllib_ppo.py"
 BIN = Path(sys.executable).parent
 SIM = os.environ["MLAGENTS_SIM"]
