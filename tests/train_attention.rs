@@ -43,9 +43,8 @@ fn assert_parity(onnx: &std::path::Path, what: &str) {
 }
 
 /// Two seeds of three above 0.9 (the runs [`common::until_majority`] made).
-fn assert_two_of_three(what: &str, scores: &[f32]) {
+fn assert_two_of_three(what: &str, (scores, passed): (Vec<f32>, usize)) {
     eprintln!("{what}: per seed {scores:?}");
-    let passed = scores.iter().filter(|s| **s > 0.9).count();
     assert!(passed >= 2, "{what}: {passed} of {} seeds reached 0.9: {scores:?}", scores.len());
 }
 
@@ -59,7 +58,7 @@ fn last5(returns: &[f32]) -> f32 {
 /// learnt plays both exports on the live scene.
 fn solves_entity_goal(trainer: &str, hyperparameters: &str, max_steps: u64) {
     let mut played_live = false;
-    let scores = common::until_majority(&common::THREE_SEEDS, |s| *s > 0.9, |seed| {
+    let runs = common::until_majority(&common::THREE_SEEDS, |s| *s > 0.9, |seed| {
         let dir = temp_dir(&format!("attention-{trainer}-{seed}"));
         let run = LearnOptions { run_dir: Some(dir.clone()), ..LearnOptions::in_memory("sim:EntityGoal1D") };
         let results = learn(&config(trainer, hyperparameters, max_steps, seed), &run).unwrap();
@@ -90,7 +89,7 @@ fn solves_entity_goal(trainer: &str, hyperparameters: &str, max_steps: u64) {
         let _ = std::fs::remove_dir_all(dir);
         score
     });
-    assert_two_of_three(&format!("EntityGoal1D ({trainer}, {max_steps} steps): last-5 mean returns"), &scores);
+    assert_two_of_three(&format!("EntityGoal1D ({trainer}, {max_steps} steps): last-5 mean returns"), runs);
 }
 
 #[test]
@@ -108,7 +107,7 @@ fn sac_solves_entity_goal_through_attention() {
 /// finisher's) of the last summary above 0.9 for two seeds of three.
 #[test]
 fn poca_solves_grouped_entity_goal_through_attention() {
-    let scores = common::until_majority(&common::THREE_SEEDS, |s| *s > 0.9, |seed| {
+    let runs = common::until_majority(&common::THREE_SEEDS, |s| *s > 0.9, |seed| {
         let dir = temp_dir(&format!("attention-poca-{seed}"));
         let run = LearnOptions { run_dir: Some(dir.clone()), ..LearnOptions::in_memory("sim:EntityGoal1DGroup") };
         let results = learn(&config("poca", PPO, 5000, seed), &run).unwrap();
@@ -117,7 +116,7 @@ fn poca_solves_grouped_entity_goal_through_attention() {
         let _ = std::fs::remove_dir_all(dir);
         common::scalars(&events, "Simple/Group Reward").last().copied().unwrap_or(f32::NAN)
     });
-    assert_two_of_three("EntityGoal1DGroup (poca, 5000 steps): last summary of the group reward", &scores);
+    assert_two_of_three("EntityGoal1DGroup (poca, 5000 steps): last summary of the group reward", runs);
 }
 
 /// A rank-2 observation without (VARIABLE_SIZE, NONE) is not an entity buffer; 0.28 refuses it

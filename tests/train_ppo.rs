@@ -38,7 +38,7 @@ fn trains(scene: &str, max_steps: u64, batch: usize, buffer: usize, lr: f64) {
 
 fn trains_with(scene: &str, max_steps: u64, batch: usize, buffer: usize, lr: f64, threaded: bool) {
     let options = LearnOptions::in_memory(&format!("sim:{scene}"));
-    let scores = common::until_majority(&common::THREE_SEEDS, |s| *s > 0.9, |seed| {
+    let (scores, passed) = common::until_majority(&common::THREE_SEEDS, |s| *s > 0.9, |seed| {
         let results = learn(&dummy_config_threaded("1D", max_steps, batch, buffer, lr, seed, threaded), &options).unwrap();
         let r = &results["1D"];
         assert!(r.steps >= max_steps);
@@ -47,7 +47,6 @@ fn trains_with(scene: &str, max_steps: u64, batch: usize, buffer: usize, lr: f64
         last5(&r.episode_returns)
     });
     eprintln!("{scene}{}: last-5 mean returns per seed {scores:?}", if threaded { " (threaded)" } else { "" });
-    let passed = scores.iter().filter(|s| **s > 0.9).count();
     assert!(passed >= 2, "{scene}: {passed} of {} seeds reached 0.9 in {max_steps} steps: {scores:?}", scores.len());
 }
 
@@ -144,7 +143,7 @@ fn visual_advanced_encoders() {
         (EncoderType::Match3, "SimpleVisualBoard"),
         (EncoderType::FullyConnected, "SimpleVisualAdvanced"),
     ] {
-        let scores = common::until_majority(&common::THREE_SEEDS, |s| *s > 0.5, |seed| {
+        let (scores, passed) = common::until_majority(&common::THREE_SEEDS, |s| *s > 0.5, |seed| {
             let mut run = dummy_config("1D", 900, 16, 64, 3e-4, seed);
             let settings = run.behaviors.get_mut("1D").unwrap();
             settings.network_settings.vis_encode_type = encoder;
@@ -154,7 +153,6 @@ fn visual_advanced_encoders() {
             last5(&results["1D"].episode_returns)
         });
         eprintln!("{encoder} on {scene}: last-5 mean returns per seed {scores:?}");
-        let passed = scores.iter().filter(|s| **s > 0.5).count();
         assert!(passed >= 2, "{encoder}: {passed} of {} seeds reached 0.5 in 900 steps: {scores:?}", scores.len());
     }
 }

@@ -62,14 +62,13 @@ fn trains_network(scene: &str, max_steps: u64, overrides: &[(&str, &str)], netwo
 /// seeds all pass still costs three runs.
 fn trains_seeds(scene: &str, max_steps: u64, threshold: f32, run_for: impl Fn(i64) -> RunOptions, check: impl Fn(&BehaviorResult)) {
     let options = LearnOptions::in_memory(&format!("sim:{scene}"));
-    let scores = common::until_majority(&SEEDS, |s| *s > threshold, |seed| {
+    let (scores, passed) = common::until_majority(&SEEDS, |s| *s > threshold, |seed| {
         let results = learn(&run_for(seed), &options).unwrap();
         let r = &results["1D"];
         assert!(r.steps >= max_steps);
         check(r);
         last5(&r.episode_returns)
     });
-    let passed = scores.iter().filter(|s| **s > threshold).count();
     eprintln!("{scene}: last-5 mean returns per seed {scores:?}");
     assert!(passed >= SEEDS_TO_PASS, "{scene}: {passed} of {} seeds reached {threshold} in {max_steps} steps: {scores:?}", scores.len());
 }

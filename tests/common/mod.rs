@@ -217,17 +217,18 @@ pub fn attention_observation(index: usize, shape: &[usize], row: usize) -> Vec<f
 pub const THREE_SEEDS: [i64; 3] = [1337, 1338, 1339];
 
 /// Runs `run` with `seeds` in turn until a majority of them has passed (`passes`) or failed,
-/// and returns what each run that took place gave: once two of three agree, the third cannot
-/// change the verdict, so it is not paid for.
-pub fn until_majority<T>(seeds: &[i64], passes: impl Fn(&T) -> bool, mut run: impl FnMut(i64) -> T) -> Vec<T> {
+/// and returns what each run that took place gave and how many of them passed: once two of
+/// three agree, the third cannot change the verdict, so it is not paid for.
+pub fn until_majority<T>(seeds: &[i64], passes: impl Fn(&T) -> bool, mut run: impl FnMut(i64) -> T) -> (Vec<T>, usize) {
     let majority = seeds.len() / 2 + 1;
-    let mut results = Vec::with_capacity(seeds.len());
+    let (mut results, mut passed) = (Vec::with_capacity(seeds.len()), 0);
     for &seed in seeds {
-        results.push(run(seed));
-        let passed = results.iter().filter(|r| passes(r)).count();
+        let result = run(seed);
+        passed += usize::from(passes(&result));
+        results.push(result);
         if passed >= majority || results.len() - passed >= majority {
             break;
         }
     }
-    results
+    (results, passed)
 }
