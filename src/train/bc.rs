@@ -21,7 +21,7 @@ use crate::policy::PolicyDescription;
 use crate::train::config::{BehavioralCloningSettings, Schedule, TrainerSettings};
 use crate::train::demonstrations::DemoTensors;
 use crate::train::networks::adam::Adam;
-use crate::train::networks::Actor;
+use crate::train::networks::{backward, Actor};
 use crate::train::schedule::DecayedValue;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -166,7 +166,7 @@ impl BehavioralCloning {
             for chosen in order.chunks_exact(sequences).take(batches) {
                 let loss = self.loss(actor, chosen);
                 self.adam.zero_grad();
-                loss.backward();
+                backward(&loss);
                 self.adam.step(self.current_learning_rate);
                 losses.push(loss.double_value(&[]) as f32);
             }

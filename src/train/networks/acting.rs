@@ -3,6 +3,7 @@
 //! through it.
 
 use super::memory::AgentMemories;
+use super::values::values;
 use super::Actor;
 use crate::env::{ActionTuple, DecisionSteps, TerminalSteps};
 use crate::policy::PolicyDescription;
@@ -51,17 +52,23 @@ fn sample_actions(actor: &Actor, description: &PolicyDescription, steps: &Decisi
     if n == 0 {
         return Some(Sampled { actions: ActionTuple::zeros(&description.action_spec, 0), decisions: vec![], entropy: vec![], memories: vec![] });
     }
-    let obs: Vec<Tensor> = steps.obs.iter().map(|b| Tensor::from_slice(&b.data).reshape([n as i64, b.agent_len() as i64])).collect();
     let total = description.action_spec.mask_len();
-    let masks = (total > 0).then(|| Tensor::from_slice(&steps.allowed_actions()).reshape([n as i64, total as i64]));
-    let out = tch::no_grad(|| actor.forward(&obs, memories.map(|m| m.0), masks.as_ref(), None, false));
     let c = description.action_spec.continuous_size;
     let nb = description.action_spec.discrete_size();
-    let raw: Vec<f32> = Vec::<f32>::try_from(out.continuous.flatten(0, -1)).unwrap_or_default();
-    let discrete: Vec<i64> = Vec::<i64>::try_from(out.discrete.flatten(0, -1)).unwrap_or_default();
-    let log_probs: Vec<f32> = Vec::<f32>::try_from(out.log_probs.flatten(0, -1)).unwrap_or_default();
-    let entropy: Vec<f32> = Vec::<f32>::try_from(out.entropy).unwrap_or_default();
-    let memories_out: Vec<f32> = out.memories.map(|m| Vec::<f32>::try_from(m.flatten(0, -1)).unwrap_or_default()).unwrap_or_default();
+    let rust_sample = actor.acts_in_rust(n).then(|| {
+        let observations: Vec<&[f32]> = steps.obs.iter().map(|b| b.data.as_slice()).collect();
+        let masks = (total > 0).then(|| steps.allowed_actions());
+        actor.sample_in_rust(&observations, masks.as_deref(), memories.map(|m| m.1), n)
+    });
+    let (raw, discrete, log_probs, entropy, memories_out) = match rust_sample.flatten() {
+        Some(s) => (s.continuous, s.discrete, s.log_probs, s.entropy, s.memories),
+        None => {
+            let obs: Vec<Tensor> = steps.obs.iter().map(|b| Tensor::from_slice(&b.data).reshape([n as i64, b.agent_len() as i64])).collect();
+            let masks = (total > 0).then(|| Tensor::from_slice(&steps.allowed_actions()).reshape([n as i64, total as i64]));
+            let out = tch::no_grad(|| actor.forward(&obs, memories.map(|m| m.0), masks.as_ref(), None, false));
+            (values(&out.continuous), values(&out.discrete), values(&out.log_probs), values(&out.entropy), out.memories.as_ref().map(values).unwrap_or_default())
+        }
+    };
     if raw.iter().chain(&log_probs).chain(&memories_out).any(|v| !v.is_finite()) {
         return None;
     }

@@ -100,13 +100,13 @@ pub fn critic_by_sequence(critic: &Critic, observations: &[Tensor], steps: usize
             let rows: Vec<Tensor> = observations.iter().map(|o| o.narrow(0, start as i64, length as i64)).collect();
             let m = Tensor::from_slice(&memory).reshape([1, 1, size]);
             let (v, after) = critic.forward(&rows, Some(&m));
-            values.extend(Vec::<f32>::try_from(v.flatten(0, -1)).unwrap_or_default());
+            values.extend(super::values::values::<f32>(&v));
             if start < steps {
                 for _ in 0..length {
                     initial_memories.extend_from_slice(&memory);
                 }
                 if let Some(after) = after {
-                    memory = Vec::<f32>::try_from(after.flatten(0, -1)).unwrap_or_default();
+                    memory = super::values::values(&after);
                 }
             }
             start += length;

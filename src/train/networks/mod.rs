@@ -9,13 +9,18 @@
 pub mod acting;
 pub mod adam;
 pub mod attention;
+pub mod lstm;
 pub mod memory;
 pub mod multi_agent;
+pub mod rust_acting;
+pub mod values;
 
 use crate::policy::visual::{Step, VisualEncoder as EncoderShape};
 use crate::policy::{ContinuousHead, PolicyDescription, WeightTensor, Weights, LOG_SIGMA_BOUNDS};
 use crate::spec::model;
 use crate::train::config::{RunOptions, TrainerSettings};
+pub use lstm::backward;
+use lstm::Lstm;
 use tch::{nn, nn::Module, Kind, Tensor};
 
 /// A running observation normaliser (count, mean, m2).
@@ -142,65 +147,12 @@ enum Processor {
     Entity,
 }
 
-/// ML-Agents' one-layer LSTM (`network_body.lstm.lstm`, torch gate order i, f, g, o) of
-/// `memory_size / 2` hidden units, reading the body's output; memories are `[h | c]`
-/// (lstm.md §1.3).
-struct Lstm {
-    weight_ih: Tensor,
-    weight_hh: Tensor,
-    bias_ih: Tensor,
-    bias_hh: Tensor,
-    hidden: i64,
-}
-
-impl Lstm {
-    /// ML-Agents' `lstm_layer` initialisation: Xavier-uniform weights per gate block, zero
-    /// biases plus 1.0 on the forget gate of both bias vectors.
-    fn new(p: nn::Path, input: i64, hidden: i64) -> Self {
-        let xavier = |fan_in: i64| {
-            let bound = (6.0 / (fan_in + hidden) as f64).sqrt();
-            nn::Init::Uniform { lo: -bound, up: bound }
-        };
-        let weight_ih = p.var("weight_ih_l0", &[4 * hidden, input], xavier(input));
-        let weight_hh = p.var("weight_hh_l0", &[4 * hidden, hidden], xavier(hidden));
-        let forget_bias = |name: &str| {
-            let bias = p.var(name, &[4 * hidden], nn::Init::Const(0.0));
-            tch::no_grad(|| {
-                let _ = bias.narrow(0, hidden, hidden).fill_(1.0);
-            });
-            bias
-        };
-        let (bias_ih, bias_hh) = (forget_bias("bias_ih_l0"), forget_bias("bias_hh_l0"));
-        Self { weight_ih, weight_hh, bias_ih, bias_hh, hidden }
-    }
-
-    /// [`Self::forward`] from `memories`, or from zeros with one sequence per row when None.
-    fn forward_from(&self, x: &Tensor, memories: Option<&Tensor>) -> (Tensor, Tensor) {
-        match memories {
-            Some(m) => self.forward(x, m),
-            None => self.forward(x, &Tensor::zeros([1, x.size()[0], 2 * self.hidden], (Kind::Float, x.device()))),
-        }
-    }
-
-    /// Runs `x` (`[n_seq * L, input]`, sequence after sequence) from `memories`
-    /// (`[1, n_seq, 2 * hidden]`); returns the outputs `[n_seq * L, hidden]` and the memories
-    /// after each sequence `[1, n_seq, 2 * hidden]`.
-    fn forward(&self, x: &Tensor, memories: &Tensor) -> (Tensor, Tensor) {
-        let sequences = memories.size()[1];
-        if x.size()[0] == sequences {
-            // One step per sequence (acting): torch's cell is a few small operations, where
-            // the sequence kernel (oneDNN) prepares a plan on every call.
-            let m = memories.squeeze_dim(0);
-            let start = [m.narrow(1, 0, self.hidden), m.narrow(1, self.hidden, self.hidden)];
-            let (h, c) = Tensor::lstm_cell(x, &start, &self.weight_ih, &self.weight_hh, Some(self.bias_ih.shallow_clone()), Some(self.bias_hh.shallow_clone()));
-            return (h.shallow_clone(), Tensor::cat(&[h, c], 1).unsqueeze(0));
-        }
-        let input = x.reshape([sequences, -1, x.size()[1]]);
-        let h0 = memories.narrow(2, 0, self.hidden).contiguous();
-        let c0 = memories.narrow(2, self.hidden, self.hidden).contiguous();
-        let params = [&self.weight_ih, &self.weight_hh, &self.bias_ih, &self.bias_hh];
-        let (output, h, c) = Tensor::lstm(&input, &[&h0, &c0], &params, true, 1, 0.0, false, false, true);
-        (output.reshape([-1, self.hidden]), Tensor::cat(&[h, c], 2))
+/// Tensors side by side (dim 1); a lone tensor as it is, without `cat`'s copy and autograd
+/// node (the small networks pay libtorch's per-operation cost on every one).
+fn concatenate(mut tensors: Vec<Tensor>) -> Tensor {
+    match tensors.len() {
+        1 => tensors.pop().expect("one tensor"),
+        _ => Tensor::cat(&tensors, 1),
     }
 }
 
@@ -309,7 +261,7 @@ impl Body {
         let goal = self.hyper.as_ref().map(|(_, goals)| Tensor::cat(&goals.iter().map(|g| encodings[*g].shallow_clone()).collect::<Vec<_>>(), 1));
         let mut encoded = vec![self.encoder.assemble(encodings, observations)];
         encoded.extend(action.map(Tensor::shallow_clone));
-        let mut h = Tensor::cat(&encoded, 1);
+        let mut h = concatenate(encoded);
         for layer in &self.layers {
             h = layer.forward(&h).silu();
         }
@@ -383,7 +335,7 @@ impl ObservationEncoder {
     /// The encoder's output from the observations' own `encodings`: side by side, then the
     /// entity attention's pooled encoding of the entity observations beside them.
     fn assemble(&self, encodings: Vec<Tensor>, observations: &[Tensor]) -> Tensor {
-        let encoded_self = Tensor::cat(&encodings, 1);
+        let encoded_self = concatenate(encodings);
         let Some(attention) = &self.attention else { return encoded_self };
         let entities: Vec<Tensor> = observations.iter().zip(&self.processors).filter(|(_, p)| matches!(p, Processor::Entity)).map(|(x, _)| x.shallow_clone()).collect();
         let has_self = encoded_self.size()[1] > 0;
@@ -565,9 +517,9 @@ impl Actor {
             entropies.push(-(&p * (&p + 1e-7).log()).sum_dim_intlist(1, false, Kind::Float));
             discrete.push(choice);
         }
-        let discrete = if discrete.is_empty() { Tensor::zeros([n, 0], (Kind::Int64, h.device())) } else { Tensor::cat(&discrete, 1) };
+        let discrete = if discrete.is_empty() { Tensor::zeros([n, 0], (Kind::Int64, h.device())) } else { concatenate(discrete) };
         let entropy = entropies.into_iter().reduce(|a, b| a + b).unwrap_or_else(|| Tensor::zeros([n], (Kind::Float, h.device())));
-        ActorOutput { continuous, discrete, log_probs: Tensor::cat(&log_probs, 1), entropy, memories: memories_out }
+        ActorOutput { continuous, discrete, log_probs: concatenate(log_probs), entropy, memories: memories_out }
     }
 
     /// SAC's fresh actions for its update (sac.md §3.2 step 3): reparameterised squashed
@@ -618,8 +570,15 @@ impl Actor {
         let mut probabilities = vec![];
         for (layer, k) in self.branches.iter().zip(&self.branch_sizes) {
             let logits = layer.forward(h);
-            let allowed = masks.map_or_else(|| logits.ones_like(), |m| m.narrow(1, start, *k));
-            let masked: Tensor = &logits * &allowed - (allowed.ones_like() - &allowed) * 1e8;
+            // Without a mask every a is 1 and the masked logits are the logits, exactly;
+            // (a − 1)·1e8 added is −(1 − a)·1e8 subtracted, exactly.
+            let masked = match masks {
+                Some(m) => {
+                    let allowed = m.narrow(1, start, *k);
+                    &logits * &allowed + (&allowed - 1.0) * 1e8
+                }
+                None => logits,
+            };
             probabilities.push(masked.softmax(1, Kind::Float));
             start += k;
         }
@@ -698,7 +657,7 @@ impl Critic {
     /// else `[n, outputs]`, the heads side by side).
     pub fn forward_with_action(&self, observations: &[Tensor], action: Option<&Tensor>, memories: Option<&Tensor>) -> (Tensor, Option<Tensor>) {
         let (h, memories) = self.body.forward(observations, action, memories);
-        let values = Tensor::cat(&self.heads.iter().map(|head| head.forward(&h)).collect::<Vec<_>>(), 1);
+        let values = concatenate(self.heads.iter().map(|head| head.forward(&h)).collect());
         let values = if values.size()[1] == 1 { values.squeeze_dim(1) } else { values };
         (values, memories)
     }

@@ -18,7 +18,7 @@ use crate::train::gae::{gae, standardize};
 use crate::train::networks::adam::Adam;
 use crate::train::networks::memory::{critic_by_sequence, AgentMemories};
 use crate::train::networks::multi_agent::{GroupObservations, MultiAgentCritic};
-use crate::train::networks::{actor_weights, load_variables, variables, Actor, Critic, OneThread};
+use crate::train::networks::{actor_weights, backward, load_variables, variables, Actor, Critic, OneThread};
 use crate::train::poca;
 use crate::train::rewards::{RewardSignals, SignalBatch};
 use crate::train::schedule::DecayedValue;
@@ -523,7 +523,7 @@ impl Algorithm for Ppo {
                     return Err(context.divergence(&format!("the loss became non-finite (policy loss {policy_value}, value loss {value_value})"), lr));
                 }
                 self.adam.zero_grad();
-                losses.total.backward();
+                backward(&losses.total);
                 self.adam.step(lr);
                 if self.signals.has_networks() {
                     let signal_batch = SignalBatch { obs: &batch.obs, next_obs: &batch.next_obs, continuous: &batch.continuous, discrete: &batch.discrete, valid: batch.valid.as_ref(), done: Some(&batch.done) };

@@ -10,7 +10,7 @@ use super::{flatten_actions, signal_description, signal_root, xavier_linear, Rew
 use crate::policy::PolicyDescription;
 use crate::train::config::{RewardSignal, RewardSignalKind};
 use crate::train::networks::adam::Adam;
-use crate::train::networks::{kaiming_linear, Body};
+use crate::train::networks::{backward, kaiming_linear, Body};
 use tch::{nn, nn::Module, Device, Kind, Tensor};
 
 /// Width of the inverse and forward models' hidden layers (0.28's constant).
@@ -136,7 +136,7 @@ impl RewardProvider for Curiosity {
         let inverse_loss = batch.masked_mean(&self.inverse_error(&predictions, batch));
         let loss = (&forward_loss * FORWARD_SHARE + &inverse_loss * (1.0 - FORWARD_SHARE)) * LOSS_MULTIPLIER;
         self.adam.zero_grad();
-        loss.backward();
+        backward(&loss);
         self.adam.step(self.learning_rate);
         self.updated_once = true;
         vec![

@@ -25,7 +25,7 @@ use crate::train::demonstrations::DemoTensors;
 use crate::policy::{ContinuousHead, PolicyDescription};
 use crate::train::config::{RewardSignal, RewardSignalKind};
 use crate::train::networks::adam::Adam;
-use crate::train::networks::{kaiming_linear, Body};
+use crate::train::networks::{backward, kaiming_linear, Body};
 use tch::{nn, nn::Module, Device, Kind, Tensor};
 
 /// Weight of the gradient penalty.
@@ -240,7 +240,7 @@ impl RewardProvider for Gail {
         stats.push(("Policy/GAIL Grad Mag Loss", (GRADIENT_PENALTY_WEIGHT * penalty.double_value(&[])) as f32));
         loss = loss + penalty * GRADIENT_PENALTY_WEIGHT;
         self.adam.zero_grad();
-        loss.backward();
+        backward(&loss);
         self.adam.step(self.learning_rate);
         stats
     }

@@ -10,7 +10,7 @@ use super::{signal_description, signal_root, RewardProvider, SignalBatch};
 use crate::policy::PolicyDescription;
 use crate::train::config::{RewardSignal, RewardSignalKind};
 use crate::train::networks::adam::Adam;
-use crate::train::networks::Body;
+use crate::train::networks::{backward, Body};
 use tch::{nn, Device, Kind, Tensor};
 
 /// The RND signal's networks and the predictor's optimizer.
@@ -54,7 +54,7 @@ impl RewardProvider for Rnd {
     fn update(&mut self, batch: &SignalBatch) -> Vec<(&'static str, f32)> {
         let loss = batch.masked_mean(&self.error(batch));
         self.adam.zero_grad();
-        loss.backward();
+        backward(&loss);
         self.adam.step(self.learning_rate);
         vec![("Losses/RND Loss", loss.double_value(&[]) as f32)]
     }

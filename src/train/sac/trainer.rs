@@ -21,7 +21,7 @@ use crate::train::config::{SacHyperparameters, TrainerSettings};
 use crate::train::error::TrainError;
 use crate::train::networks::adam::Adam;
 use crate::train::networks::memory::{critic_by_sequence, AgentMemories};
-use crate::train::networks::{actor_weights, load_variables, variables, Actor, Critic, OneThread};
+use crate::train::networks::{actor_weights, backward, load_variables, variables, Actor, Critic, OneThread};
 use crate::train::rewards::{RewardSignals, SignalBatch};
 use crate::train::schedule::DecayedValue;
 use crate::train::trajectory::{EndedEpisodes, Trajectory};
@@ -264,7 +264,7 @@ impl Sac {
         for adam in [&mut self.policy_adam, &mut self.value_adam, &mut self.entropy_adam] {
             adam.zero_grad();
         }
-        (&l.policy + &l.q1 + &l.q2 + &l.value + &l.entropy).backward();
+        backward(&(&l.policy + &l.q1 + &l.q2 + &l.value + &l.entropy));
         for adam in [&mut self.policy_adam, &mut self.value_adam, &mut self.entropy_adam] {
             adam.step(lr);
         }
