@@ -127,7 +127,10 @@ impl Lstm {
         let trains = x.requires_grad() || self.weights().iter().any(|w| w.requires_grad());
         if trains && grad_mode_enabled() {
             let output = output.set_requires_grad(true);
-            let tape = Tape { shape, pass, input: x.shallow_clone(), output: output.shallow_clone(), weights: self.weights().map(Tensor::shallow_clone), w_ih, w_hh };
+            // Which of them train is read now: a caller may freeze variables for this forward
+            // pass only (SAC's Q1 under the policy loss).
+            let trained = [x.requires_grad(), self.weight_ih.requires_grad(), self.weight_hh.requires_grad(), self.bias_ih.requires_grad(), self.bias_hh.requires_grad()];
+            let tape = Tape { shape, pass, input: x.shallow_clone(), output: output.shallow_clone(), weights: self.weights().map(Tensor::shallow_clone), trained, w_ih, w_hh };
             PENDING_TAPES.with(|tapes| tapes.borrow_mut().push(tape));
             return (output, after);
         }
@@ -309,6 +312,8 @@ struct Tape {
     output: Tensor,
     /// weight_ih, weight_hh, bias_ih, bias_hh.
     weights: [Tensor; 4],
+    /// Whether the input and each weight took gradient when the forward pass ran.
+    trained: [bool; 5],
     w_ih: Vec<f32>,
     w_hh: Vec<f32>,
 }
@@ -319,15 +324,21 @@ thread_local! {
 }
 
 /// `loss.backward()`, completed through the LSTMs that ran in Rust: each tape whose output
-/// received a gradient runs its backward pass, and a second backward sends the results to
-/// the weights and on through the graph the LSTM's input came from. The tapes are consumed:
-/// those whose output the loss did not read are dropped. (One LSTM per network, never
-/// reading another's output, so one second pass serves every tape.)
+/// received a gradient runs its backward pass, and another backward pass sends the results to
+/// the weights and on through the graph the LSTM's input came from. Tapes go last first: an
+/// LSTM's input may come from an earlier one's output (SAC's policy loss reaches the actor's
+/// LSTM through Q1's), whose gradient is whole only once the later ones have passed it on.
+/// The graph is kept until the last pass: what an input was computed from may also reach the
+/// loss by another path. The tapes are consumed: those whose output the loss did not read
+/// are dropped.
 pub fn backward(loss: &Tensor) {
-    loss.backward();
-    let tapes = PENDING_TAPES.with(|tapes| std::mem::take(&mut *tapes.borrow_mut()));
-    let mut onward: Option<Tensor> = None;
-    for tape in tapes {
+    let mut tapes = PENDING_TAPES.with(|tapes| std::mem::take(&mut *tapes.borrow_mut()));
+    if tapes.is_empty() {
+        loss.backward();
+        return;
+    }
+    run_backward(loss, true);
+    while let Some(tape) = tapes.pop() {
         let d_output = tape.output.grad();
         if !d_output.defined() {
             continue;
@@ -335,10 +346,11 @@ pub fn backward(loss: &Tensor) {
         let grads = tape.shape.backward(&tape.pass, &values::<f32>(&d_output), &tape.w_ih, &tape.w_hh);
         let [w_ih, w_hh, b_ih, b_hh] = &tape.weights;
         let terms = [(&tape.input, grads.input), (w_ih, grads.weight_ih), (w_hh, grads.weight_hh), (b_ih, grads.bias.clone()), (b_hh, grads.bias)];
+        let mut onward: Option<Tensor> = None;
         for (k, (tensor, gradient)) in terms.into_iter().enumerate() {
             // The weights' gradients are added in place once they exist (after the first
             // update); the input's, and a first gradient, go through autograd.
-            if !tensor.requires_grad() || (k > 0 && add_to_gradient(tensor, &gradient)) {
+            if !tape.trained[k] || (k > 0 && add_to_gradient(tensor, &gradient)) {
                 continue;
             }
             // d/dT Σ T·G = G: the backward of this sum delivers G to T.
@@ -348,9 +360,25 @@ pub fn backward(loss: &Tensor) {
                 None => term,
             });
         }
+        if let Some(onward) = onward {
+            run_backward(&onward, !tapes.is_empty());
+        }
     }
-    if let Some(onward) = onward {
-        onward.backward();
+}
+
+/// `loss.backward()`, keeping the graph when `keep_graph` (torch's `retain_graph=True`, which
+/// tch has no call for); panics on libtorch's error as `Tensor::backward` does.
+fn run_backward(loss: &Tensor, keep_graph: bool) {
+    // SAFETY: `loss` outlives the call; libtorch hands over its error message as a C string
+    // it allocated with malloc, freed here once copied.
+    unsafe {
+        torch_sys::at_backward(loss.as_ptr() as *mut _, i32::from(keep_graph), 0);
+        let error = torch_sys::get_and_reset_last_err();
+        if !error.is_null() {
+            let message = std::ffi::CStr::from_ptr(error).to_string_lossy().into_owned();
+            libc::free(error as *mut libc::c_void);
+            panic!("backward pass: {message}");
+        }
     }
 }
 
@@ -407,6 +435,98 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// An LSTM whose input also reaches the loss by another path (as in SAC's networks): the
+    /// gradient below the input is the sum of both paths, as torch's kernel gives it.
+    #[test]
+    fn an_input_that_reaches_the_loss_twice_gets_both_gradients() {
+        tch::manual_seed(3);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let below = nn::linear(vs.root() / "below", 4, 3, Default::default());
+        let lstm = Lstm::new(vs.root() / "lstm", 3, 2);
+        let data = Tensor::randn([5, 4], (Kind::Float, Device::Cpu));
+        let memories = Tensor::zeros([1, 1, 4], (Kind::Float, Device::Cpu));
+        let gradient_below = |rust: bool| {
+            let mut grad = vs.variables()["below.weight"].grad();
+            if grad.defined() {
+                let _ = grad.zero_();
+            }
+            let x = nn::Module::forward(&below, &data);
+            let out = if rust {
+                lstm.forward_in_rust(&x, &memories, 1).0
+            } else {
+                let (h0, c0) = (memories.narrow(2, 0, 2).contiguous(), memories.narrow(2, 2, 2).contiguous());
+                Tensor::lstm(&x.reshape([1, 5, 3]), &[&h0, &c0], &lstm.weights(), true, 1, 0.0, false, false, true).0.reshape([5, 2])
+            };
+            backward(&(out.sum(Kind::Float) + x.pow_tensor_scalar(2).sum(Kind::Float)));
+            values::<f32>(&vs.variables()["below.weight"].grad())
+        };
+        let (torch, rust) = (gradient_below(false), gradient_below(true));
+        for (a, b) in torch.iter().zip(&rust) {
+            assert!((a - b).abs() <= 1e-5 * (1.0 + a.abs()), "torch {a} vs rust {b}");
+        }
+    }
+
+    /// One LSTM reading another's output (as SAC's policy loss reaches the actor's LSTM
+    /// through Q1's): every gradient is torch's.
+    #[test]
+    fn chained_lstms_get_torchs_gradients() {
+        tch::manual_seed(4);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let (first, second) = (Lstm::new(vs.root() / "first", 3, 2), Lstm::new(vs.root() / "second", 2, 3));
+        let data = Tensor::randn([4, 3], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+        let torch_lstm = |lstm: &Lstm, x: &Tensor, hidden: i64| {
+            let zeros = Tensor::zeros([1, 1, hidden], (Kind::Float, Device::Cpu));
+            Tensor::lstm(&x.reshape([1, 4, -1]), &[&zeros, &zeros], &lstm.weights(), true, 1, 0.0, false, false, true).0.reshape([4, hidden])
+        };
+        let memories = |hidden: i64| Tensor::zeros([1, 1, 2 * hidden], (Kind::Float, Device::Cpu));
+        let gradients = |rust: bool| {
+            for v in vs.variables().values() {
+                let mut grad = v.grad();
+                if grad.defined() {
+                    let _ = grad.zero_();
+                }
+            }
+            let (a, b) = if rust {
+                let a = first.forward_in_rust(&data, &memories(2), 1).0;
+                let b = second.forward_in_rust(&(&a * 2.0), &memories(3), 1).0;
+                (a, b)
+            } else {
+                let a = torch_lstm(&first, &data, 2);
+                let b = torch_lstm(&second, &(&a * 2.0), 3);
+                (a, b)
+            };
+            backward(&(b.sum(Kind::Float) + a.sum(Kind::Float)));
+            let mut named: Vec<_> = vs.variables().into_iter().collect();
+            named.sort_by(|x, y| x.0.cmp(&y.0));
+            named.iter().flat_map(|(_, v)| values::<f32>(&v.grad())).collect::<Vec<f32>>()
+        };
+        let (torch, rust) = (gradients(false), gradients(true));
+        assert_eq!(torch.len(), rust.len());
+        for (a, b) in torch.iter().zip(&rust) {
+            assert!((a - b).abs() <= 1e-5 * (1.0 + a.abs()), "torch {a} vs rust {b}");
+        }
+    }
+
+    /// Weights frozen for one forward pass only (SAC's Q1 under the policy loss) take no
+    /// gradient from it, though they train again by the time of the backward pass; the input
+    /// still does.
+    #[test]
+    fn weights_frozen_during_the_forward_pass_take_no_gradient() {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let lstm = Lstm::new(vs.root(), 2, 2);
+        let x = Tensor::ones([3, 2], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+        for w in lstm.weights() {
+            let _ = w.set_requires_grad(false);
+        }
+        let out = lstm.forward_from(&x, None).0;
+        for w in lstm.weights() {
+            let _ = w.set_requires_grad(true);
+        }
+        backward(&out.sum(Kind::Float));
+        assert!(lstm.weights().iter().all(|w| !w.grad().defined()));
+        assert!(values::<f32>(&x.grad()).iter().any(|g| *g != 0.0));
     }
 
     /// A step without gradient tracking leaves no tape; one whose output the loss does not

@@ -1,5 +1,6 @@
-//! The networks the trainers build on (the `train` feature): [`adam`] and the agents'
-//! recurrent [`memory`], and here the actor and the critic.
+//! The networks the trainers build on (the `train` feature): [`adam`], the [`lstm`] and the
+//! agents' recurrent [`memory`], [`acting`] (with [`rust_acting`], the small actors' sampling
+//! step without libtorch), and here the actor and the critic.
 //!
 //! The actor and the critic as ML-Agents 0.28 builds them for PPO (training.md §4): separate
 //! bodies with their own observation normalisers, Swish MLPs, a Gaussian head with a free

@@ -4,8 +4,9 @@
 //! thirty operations of a few µs of dispatch each, a hundred times its arithmetic, on the
 //! path every environment step waits on. This computes what [`Actor::forward`] computes when
 //! it samples (the same formulas, in float32), reading the network's weights in place, so it
-//! is never behind the update: only the random numbers come from libtorch's generator (one
-//! operation per kind), so a run's seed still decides every sample.
+//! is never behind the update. The random numbers are libtorch's, drawn as torch's own
+//! sampling draws them (`randn_like` for the Gaussian, `multinomial`'s exponential draws for
+//! each branch, one operation each): a run takes the same actions whichever path acts.
 
 use super::lstm::{dot, Lstm};
 use super::values::{contiguous_slice, values};
@@ -127,7 +128,8 @@ impl Actor {
         if let Some(Gaussian::FreeSigma { mu: mu_layer, log_sigma }) = &self.gaussian {
             let mu = linear(mu_layer, h, n)?;
             let log_sigma = weights(log_sigma)?;
-            let noise = values::<f32>(&Tensor::randn([(n * c) as i64], (Kind::Float, tch::Device::Cpu)));
+            // torch's `randn_like(mu)`: the same draws from the generator.
+            let noise = values::<f32>(&Tensor::randn([n as i64, c as i64], (Kind::Float, tch::Device::Cpu)));
             let half_log_two_pi = (0.5 * (2.0 * std::f64::consts::PI).ln()) as f32;
             let two_pi_e = (2.0 * std::f64::consts::PI * std::f64::consts::E) as f32;
             for r in 0..n {
@@ -143,12 +145,12 @@ impl Actor {
                 sample.entropy[r] = entropy / c as f32;
             }
         }
-        let uniform = if branches > 0 { values::<f32>(&Tensor::rand([(n * branches) as i64], (Kind::Float, tch::Device::Cpu))) } else { vec![] };
         let total: usize = self.branch_sizes.iter().map(|s| *s as usize).sum();
         let mut start = 0;
         for (b, layer) in self.branches.iter().enumerate() {
             let size = self.branch_sizes[b] as usize;
             let logits = linear(layer, h, n)?;
+            let exponential = values::<f32>(&Tensor::empty([n as i64, size as i64], (Kind::Float, tch::Device::Cpu)).exponential_(1.0));
             for r in 0..n {
                 let mut p: Vec<f32> = (0..size)
                     .map(|a| {
@@ -160,14 +162,10 @@ impl Actor {
                 p.iter_mut().for_each(|v| *v = (*v - largest).exp());
                 let sum: f32 = p.iter().sum();
                 p.iter_mut().for_each(|v| *v /= sum);
-                // The first action whose cumulative probability passes the uniform draw.
-                let u = uniform[r * branches + b] * p.iter().sum::<f32>();
-                let mut cumulative = 0.0;
-                let choice = p.iter().position(|v| {
-                    cumulative += v;
-                    u < cumulative
-                });
-                let choice = choice.unwrap_or_else(|| p.iter().rposition(|v| *v > 0.0).unwrap_or(0));
+                // torch's `multinomial(p, 1)`: argmax of p / q with q exponential draws (the
+                // first on a tie).
+                let q = &exponential[r * size..(r + 1) * size];
+                let choice = (0..size).fold(0, |best, a| if p[a] / q[a] > p[best] / q[best] { a } else { best });
                 sample.discrete[r * branches + b] = choice as i64;
                 sample.log_probs[r * k + c + b] = (p[choice] + 1e-7).ln();
                 sample.entropy[r] -= p.iter().map(|v| v * (v + 1e-7).ln()).sum::<f32>();
@@ -237,6 +235,33 @@ mod tests {
         close("log-probabilities", values(&scored.log_probs), &sample.log_probs);
         close("entropy", values(&scored.entropy), &sample.entropy);
         close("memories", values(&scored.memories.unwrap()), &sample.memories);
+    }
+
+    /// From the same generator state, the Rust step takes the actions torch's forward takes
+    /// (the same draws, the same way), continuous and discrete, over many rows.
+    #[test]
+    fn the_rust_step_takes_the_torch_actors_actions() {
+        let d = description(ActionSpec { continuous_size: 2, discrete_branches: vec![3, 4] }, 6);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let actor = Actor::new(&vs.root(), &d);
+        let n = 64;
+        let first: Vec<f32> = (0..n * 3).map(|k| (k as f32 * 0.37).sin() * 4.0).collect();
+        let second: Vec<f32> = (0..n * 2).map(|k| (k as f32 * 0.11).cos()).collect();
+        let memories: Vec<f32> = (0..n * 6).map(|k| (k as f32 * 0.3).sin() * 0.5).collect();
+        // The tests share libtorch's generator: another test's draws in between would show as
+        // a mismatch, so the comparison may be tried again.
+        let matches = (0..5).any(|_| {
+            tch::manual_seed(17);
+            let rust = actor.sample_in_rust(&[&first, &second], None, Some(&memories), n).unwrap();
+            tch::manual_seed(17);
+            let torch = tch::no_grad(|| {
+                let tensors = [Tensor::from_slice(&first).reshape([n as i64, 3]), Tensor::from_slice(&second).reshape([n as i64, 2])];
+                actor.forward(&tensors, Some(&Tensor::from_slice(&memories).reshape([1, n as i64, 6])), None, None, false)
+            });
+            let continuous_close = values::<f32>(&torch.continuous).iter().zip(&rust.continuous).all(|(a, b)| (a - b).abs() <= 1e-5 * (1.0 + a.abs()));
+            continuous_close && values::<i64>(&torch.discrete) == rust.discrete
+        });
+        assert!(matches);
     }
 
     /// Over many draws, each action comes up as often as its probability says, and the
