@@ -69,7 +69,8 @@ impl Lstm {
         let sequences = memories.size()[1];
         let rows = x.size()[0];
         let multiply_adds = (rows * 4 * self.hidden * (self.input + self.hidden)) as usize;
-        if multiply_adds <= RUST_PASS_LIMIT && !memories.requires_grad() && x.device() == tch::Device::Cpu {
+        let whole_sequences = sequences > 0 && rows % sequences == 0;
+        if multiply_adds <= RUST_PASS_LIMIT && whole_sequences && !memories.requires_grad() && x.device() == tch::Device::Cpu {
             return self.forward_in_rust(x, memories, sequences);
         }
         if rows == sequences {
@@ -124,16 +125,15 @@ impl Lstm {
         let rows = (shape.sequences * shape.length) as i64;
         let output = Tensor::from_slice(&pass.outputs).reshape([rows, self.hidden]);
         let after = Tensor::from_slice(&pass.final_memories).reshape([1, sequences, 2 * self.hidden]);
-        let trains = x.requires_grad() || self.weights().iter().any(|w| w.requires_grad());
-        if trains && grad_mode_enabled() {
-            let output = output.set_requires_grad(true);
-            // Which of them train is read now: a caller may freeze variables for this forward
-            // pass only (SAC's Q1 under the policy loss).
-            let trained = [x.requires_grad(), self.weight_ih.requires_grad(), self.weight_hh.requires_grad(), self.bias_ih.requires_grad(), self.bias_hh.requires_grad()];
-            let tape = Tape { shape, pass, input: x.shallow_clone(), output: output.shallow_clone(), weights: self.weights().map(Tensor::shallow_clone), trained, w_ih, w_hh };
-            PENDING_TAPES.with(|tapes| tapes.borrow_mut().push(tape));
+        // Which of them train is read now: a caller may freeze variables for this forward pass
+        // only (SAC's Q1 under the policy loss).
+        let trained = [x.requires_grad(), self.weight_ih.requires_grad(), self.weight_hh.requires_grad(), self.bias_ih.requires_grad(), self.bias_hh.requires_grad()];
+        if !trained.contains(&true) || !grad_mode_enabled() {
             return (output, after);
         }
+        let output = output.set_requires_grad(true);
+        let tape = Tape { shape, pass, input: x.shallow_clone(), output: output.shallow_clone(), weights: self.weights().map(Tensor::shallow_clone), trained, w_ih, w_hh };
+        PENDING_TAPES.with(|tapes| tapes.borrow_mut().push(tape));
         (output, after)
     }
 }
