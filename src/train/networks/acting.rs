@@ -45,9 +45,9 @@ pub fn largest_observation(steps: &DecisionSteps) -> Option<(i32, usize, f32)> {
 }
 
 /// Samples actions from `actor` for every agent of `steps` (a recurrent actor from
-/// `memories`, `[1, n, m]` with `flat` the same values; each decision records the memory it
+/// `memories`, `m` floats per agent, agent after agent; each decision records the memory it
 /// consumed); None when the outputs are not finite (a diverged network).
-fn sample_actions(actor: &Actor, description: &PolicyDescription, steps: &DecisionSteps, memories: Option<(&Tensor, &[f32])>) -> Option<Sampled> {
+fn sample_actions(actor: &Actor, description: &PolicyDescription, steps: &DecisionSteps, memories: Option<&[f32]>) -> Option<Sampled> {
     let n = steps.len();
     if n == 0 {
         return Some(Sampled { actions: ActionTuple::zeros(&description.action_spec, 0), decisions: vec![], entropy: vec![], memories: vec![] });
@@ -58,14 +58,15 @@ fn sample_actions(actor: &Actor, description: &PolicyDescription, steps: &Decisi
     let rust_sample = actor.acts_in_rust(n).then(|| {
         let observations: Vec<&[f32]> = steps.obs.iter().map(|b| b.data.as_slice()).collect();
         let masks = (total > 0).then(|| steps.allowed_actions());
-        actor.sample_in_rust(&observations, masks.as_deref(), memories.map(|m| m.1), n)
+        actor.sample_in_rust(&observations, masks.as_deref(), memories, n)
     });
     let (raw, discrete, log_probs, entropy, memories_out) = match rust_sample.flatten() {
         Some(s) => (s.continuous, s.discrete, s.log_probs, s.entropy, s.memories),
         None => {
             let obs: Vec<Tensor> = steps.obs.iter().map(|b| Tensor::from_slice(&b.data).reshape([n as i64, b.agent_len() as i64])).collect();
             let masks = (total > 0).then(|| Tensor::from_slice(&steps.allowed_actions()).reshape([n as i64, total as i64]));
-            let out = tch::no_grad(|| actor.forward(&obs, memories.map(|m| m.0), masks.as_ref(), None, false));
+            let memories = memories.map(|m| Tensor::from_slice(m).reshape([1, n as i64, (m.len() / n) as i64]));
+            let out = tch::no_grad(|| actor.forward(&obs, memories.as_ref(), masks.as_ref(), None, false));
             (values(&out.continuous), values(&out.discrete), values(&out.log_probs), values(&out.entropy), out.memories.as_ref().map(values).unwrap_or_default())
         }
     };
@@ -74,7 +75,7 @@ fn sample_actions(actor: &Actor, description: &PolicyDescription, steps: &Decisi
     }
     let k = c + nb;
     let m = description.memory_size;
-    let consumed = memories.map(|m| m.1).unwrap_or_default();
+    let consumed = memories.unwrap_or_default();
     let decisions = (0..n)
         .map(|a| Decision {
             continuous: raw[a * c..(a + 1) * c].to_vec(),
@@ -105,8 +106,8 @@ pub fn sample_with_memories(
     if !description.is_recurrent() {
         return sample_actions(actor, description, steps, None);
     }
-    let (agents, (tensor, flat)) = memories.for_decisions(source, steps, terminals);
-    let sampled = sample_actions(actor, description, steps, Some((&tensor, &flat)))?;
+    let (agents, flat) = memories.for_decisions(source, steps, terminals);
+    let sampled = sample_actions(actor, description, steps, Some(&flat))?;
     memories.store(&agents, &sampled.memories);
     Some(sampled)
 }

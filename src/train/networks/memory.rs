@@ -22,9 +22,8 @@ impl AgentMemories {
         Self { size, memories: HashMap::new() }
     }
 
-    /// Each agent's memory (zeros for an agent without one) as `[1, n, size]`, and the same
-    /// values flat, agent after agent.
-    pub fn batch(&self, agents: &[AgentKey]) -> (Tensor, Vec<f32>) {
+    /// Each agent's memory (zeros for an agent without one), agent after agent.
+    pub fn batch(&self, agents: &[AgentKey]) -> Vec<f32> {
         let mut flat = Vec::with_capacity(agents.len() * self.size);
         for agent in agents {
             match self.memories.get(agent) {
@@ -32,14 +31,14 @@ impl AgentMemories {
                 None => flat.resize(flat.len() + self.size, 0.0),
             }
         }
-        (Tensor::from_slice(&flat).reshape([1, agents.len() as i64, self.size as i64]), flat)
+        flat
     }
 
     /// The memories for a step of one source of agents (a worker, or a team of it): the
     /// agents whose episode ended in `terminals` are forgotten first (their next episode starts
     /// from zeros), then each agent of `decisions` gets its memory. Returns the agents, in
     /// `decisions` order, and their memories as [`Self::batch`] gives them.
-    pub fn for_decisions(&mut self, source: usize, decisions: &DecisionSteps, terminals: &TerminalSteps) -> (Vec<AgentKey>, (Tensor, Vec<f32>)) {
+    pub fn for_decisions(&mut self, source: usize, decisions: &DecisionSteps, terminals: &TerminalSteps) -> (Vec<AgentKey>, Vec<f32>) {
         for id in &terminals.agent_id {
             self.forget(&(source, *id));
         }
@@ -168,9 +167,9 @@ mod tests {
     fn unknown_agents_read_zeros_and_forgotten_agents_start_again() {
         let mut store = AgentMemories::new(2);
         store.store(&[(0, 1)], &[1.0, 2.0]);
-        let (_, flat) = store.batch(&[(0, 1), (0, 2)]);
+        let flat = store.batch(&[(0, 1), (0, 2)]);
         assert_eq!(flat, vec![1.0, 2.0, 0.0, 0.0]);
         store.forget(&(0, 1));
-        assert_eq!(store.batch(&[(0, 1)]).1, vec![0.0, 0.0]);
+        assert_eq!(store.batch(&[(0, 1)]), vec![0.0, 0.0]);
     }
 }
